@@ -1,0 +1,10 @@
+"""Attention layers: one public layer a module."""
+
+from keras_attention.layers.attention_ops import scaled_dot_product_attention
+from keras_attention.layers.multi_head_attention import MultiHeadAttention
+from keras_attention.layers.positional_embedding import PositionalEmbedding
+from keras_attention.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+from keras_attention.layers.transformer_decoder import TransformerDecoder
+from keras_attention.layers.transformer_encoder import TransformerEncoder
+from keras_attention.layers.bahdanau_attention import BahdanauAttention
+from keras_attention.layers.luong_attention import LuongAttention

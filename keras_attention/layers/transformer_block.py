@@ -1,0 +1,140 @@
+"""What the Transformer encoder and decoder blocks share: config, residual sublayers, FFN."""
+
+import keras
+
+from keras_attention.layers.multi_head_attention import MultiHeadAttention
+from keras_attention.layers.validation import check_positive_int, check_rate
+
+
+def keras_mask_of(x):
+    """The Keras mask a previous layer attached to `x`, or None."""
+    return getattr(x, "_keras_mask", None)
+
+
+class TransformerBlock(keras.layers.Layer):
+    """Base of `TransformerEncoder` and `TransformerDecoder` (not used directly).
+
+    Holds the arguments both blocks take, builds the position-wise feed-forward
+    network FFN(x) = act(x W_1 + b_1) W_2 + b_2 (Vaswani et al., 2017, section
+    3.3) and wraps each sublayer in its residual connection and layer norm:
+    post-norm `norm(x + dropout(f(x)))` as in the paper (section 5.4), or
+    pre-norm `x + dropout(f(norm(x)))` with `normalize_first=True`, which
+    trains deep stacks more stably (Xiong et al., 2020).
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        intermediate_dim,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation="relu",
+        layer_norm_epsilon=1e-5,
+        normalize_first=False,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
+        self.dropout = check_rate("dropout", dropout)
+        self.attention_dropout = check_rate("attention_dropout", attention_dropout)
+        self.activation = keras.activations.get(activation)
+        if not layer_norm_epsilon > 0:
+            raise ValueError(
+                "`layer_norm_epsilon` must be positive. "
+                f"Received: layer_norm_epsilon={layer_norm_epsilon!r}"
+            )
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.normalize_first = bool(normalize_first)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    # Builders -----------------------------------------------------------------
+
+    def _check_model_dim(self, shape, name):
+        if len(shape) != 3 or shape[-1] is None:
+            raise ValueError(
+                f"`{name}` must have shape (batch, length, d_model). Received: {name}.shape={tuple(shape)}"
+            )
+        d_model = shape[-1]
+        if d_model % self.num_heads:
+            raise ValueError(
+                f"The model width must divide evenly into heads. Received: "
+                f"{name}.shape[-1]={d_model}, num_heads={self.num_heads}"
+            )
+        return d_model
+
+    def _sublayer_kwargs(self):
+        return {
+            "kernel_initializer": self.kernel_initializer,
+            "bias_initializer": self.bias_initializer,
+            "dtype": self.dtype_policy,
+        }
+
+    def _make_attention(self, name, d_model, query_shape, value_shape):
+        layer = MultiHeadAttention(
+            self.num_heads,
+            d_model // self.num_heads,
+            dropout=self.attention_dropout,
+            name=name,
+            **self._sublayer_kwargs(),
+        )
+        layer.build(query_shape, value_shape)
+        return layer
+
+    def _make_norm(self, name, shape):
+        layer = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, name=name, dtype=self.dtype_policy
+        )
+        layer.build(shape)
+        return layer
+
+    def _build_feedforward(self, shape):
+        d_model = shape[-1]
+        self.feedforward_intermediate = keras.layers.Dense(
+            self.intermediate_dim,
+            activation=self.activation,
+            name="feedforward_intermediate",
+            **self._sublayer_kwargs(),
+        )
+        self.feedforward_intermediate.build(shape)
+        self.feedforward_output = keras.layers.Dense(
+            d_model, name="feedforward_output", **self._sublayer_kwargs()
+        )
+        self.feedforward_output.build(tuple(shape[:-1]) + (self.intermediate_dim,))
+        self.feedforward_norm = self._make_norm("feedforward_norm", shape)
+        self.residual_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+
+    # Forward helpers ----------------------------------------------------------
+
+    def _pre(self, x, norm):
+        return norm(x) if self.normalize_first else x
+
+    def _post(self, x, residual, norm, training):
+        x = self.residual_dropout(x, training=training) + residual
+        return x if self.normalize_first else norm(x)
+
+    def _feedforward_sublayer(self, x, training):
+        y = self._pre(x, self.feedforward_norm)
+        y = self.feedforward_output(self.feedforward_intermediate(y))  # (B, T, d)
+        return self._post(y, x, self.feedforward_norm, training)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "activation": keras.activations.serialize(self.activation),
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "normalize_first": self.normalize_first,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,220 @@
+"""TransformerEncoder and TransformerDecoder against keras-hub, NumPy-free properties."""
+
+import keras_hub
+import numpy as np
+import pytest
+
+from keras import ops
+
+from keras_attention.layers import TransformerDecoder, TransformerEncoder
+from tests.test_case import run_layer_test
+
+rng = np.random.default_rng(0)
+D, HEADS, FF = 16, 4, 32
+
+
+def _randn(*shape):
+    return rng.normal(size=shape).astype("float32")
+
+
+def _padding(batch, length):
+    mask = np.ones((batch, length), bool)
+    mask[1, length // 2 :] = False
+    if batch > 2:
+        mask[2, 2:] = False
+    return mask
+
+
+def _np(x):
+    return ops.convert_to_numpy(x)
+
+
+def _copy(src, dst):
+    dst.set_weights(src.get_weights())
+
+
+def _copy_encoder(ours, hub):
+    _copy(ours.self_attention, hub._self_attention_layer)
+    _copy(ours.self_attention_norm, hub._self_attention_layer_norm)
+    _copy(ours.feedforward_intermediate, hub._feedforward_intermediate_dense)
+    _copy(ours.feedforward_output, hub._feedforward_output_dense)
+    _copy(ours.feedforward_norm, hub._feedforward_layer_norm)
+
+
+def _copy_decoder(ours, hub):
+    _copy_encoder(ours, hub)
+    _copy(ours.cross_attention, hub._cross_attention_layer)
+    _copy(ours.cross_attention_norm, hub._cross_attention_layer_norm)
+
+
+# Harness ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_encoder_harness(tmp_path, normalize_first):
+    run_layer_test(
+        TransformerEncoder,
+        {
+            "num_heads": HEADS,
+            "intermediate_dim": FF,
+            "dropout": 0.1,
+            "attention_dropout": 0.1,
+            "activation": "gelu",
+            "normalize_first": normalize_first,
+        },
+        {"inputs": _randn(3, 6, D), "padding_mask": _padding(3, 6)},
+        expected_output_shape=(3, 6, D),
+        tmp_path=tmp_path,
+    )
+
+
+def test_decoder_harness(tmp_path):
+    run_layer_test(
+        TransformerDecoder,
+        {"num_heads": HEADS, "intermediate_dim": FF, "dropout": 0.1},
+        {
+            "decoder_sequence": _randn(3, 5, D),
+            "encoder_sequence": _randn(3, 7, D),
+            "decoder_padding_mask": _padding(3, 5),
+            "encoder_padding_mask": _padding(3, 7),
+        },
+        call_kwargs={"return_attention_scores": True},
+        expected_output_shape=((3, 5, D), (3, HEADS, 5, 7)),
+        tmp_path=tmp_path,
+    )
+
+
+def test_decoder_only_harness(tmp_path):
+    run_layer_test(
+        TransformerDecoder,
+        {"num_heads": 2, "intermediate_dim": FF, "normalize_first": True},
+        {"decoder_sequence": _randn(2, 5, D)},
+        expected_output_shape=(2, 5, D),
+        tmp_path=tmp_path,
+    )
+
+
+# Parity with keras-hub ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_encoder_matches_keras_hub(normalize_first):
+    x, mask = _randn(3, 6, D), _padding(3, 6)
+    ours = TransformerEncoder(HEADS, FF, normalize_first=normalize_first)
+    hub = keras_hub.layers.TransformerEncoder(FF, HEADS, normalize_first=normalize_first)
+    ours(x)
+    hub(x)
+    _copy_encoder(ours, hub)
+    np.testing.assert_allclose(_np(ours(x)), _np(hub(x)), atol=1e-5)
+    np.testing.assert_allclose(
+        _np(ours(x, padding_mask=mask)), _np(hub(x, padding_mask=mask)), atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_decoder_matches_keras_hub(normalize_first):
+    y, x = _randn(3, 5, D), _randn(3, 7, D)
+    y_mask, x_mask = _padding(3, 5), _padding(3, 7)
+    ours = TransformerDecoder(HEADS, FF, normalize_first=normalize_first)
+    hub = keras_hub.layers.TransformerDecoder(FF, HEADS, normalize_first=normalize_first)
+    ours(y, x)
+    hub(y, x)
+    _copy_decoder(ours, hub)
+    np.testing.assert_allclose(_np(ours(y, x)), _np(hub(y, x)), atol=1e-5)
+    a = ours(y, x, decoder_padding_mask=y_mask, encoder_padding_mask=x_mask)
+    b = hub(y, x, decoder_padding_mask=y_mask, encoder_padding_mask=x_mask)
+    np.testing.assert_allclose(_np(a), _np(b), atol=1e-5)
+
+
+# Properties ---------------------------------------------------------------------
+
+
+def test_decoder_causality_property():
+    for trial in range(4):
+        length = int(rng.integers(3, 9))
+        decoder = TransformerDecoder(2, FF)
+        y, x = _randn(2, length, D), _randn(2, 4, D)
+        t = int(rng.integers(0, length - 1))
+        changed = y.copy()
+        changed[:, t + 1 :] = _randn(2, length - t - 1, D)
+        a, b = _np(decoder(y, x)), _np(decoder(changed, x))
+        np.testing.assert_allclose(a[:, : t + 1], b[:, : t + 1], atol=1e-5)
+        assert not np.allclose(a[:, t + 1 :], b[:, t + 1 :])
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_cached_decoding_equals_full_pass(normalize_first):
+    y, x = _randn(2, 6, D), _randn(2, 7, D)
+    x_mask = _padding(2, 7)
+    decoder = TransformerDecoder(HEADS, FF, normalize_first=normalize_first)
+    full, full_scores = decoder(y, x, encoder_padding_mask=x_mask, return_attention_scores=True)
+    cache = decoder.init_self_attention_cache(2, 6)
+    cross = decoder.compute_cross_attention_cache(x)
+    outs, scores = [], []
+    for i in range(6):
+        out, s, cache = decoder(
+            y[:, i : i + 1],
+            x,
+            encoder_padding_mask=x_mask,
+            self_attention_cache=cache,
+            self_attention_cache_update_index=i,
+            cross_attention_cache=cross,
+            return_attention_scores=True,
+        )
+        outs.append(_np(out))
+        scores.append(_np(s))
+    np.testing.assert_allclose(np.concatenate(outs, 1), _np(full), atol=1e-5)
+    np.testing.assert_allclose(np.concatenate(scores, 2), _np(full_scores), atol=1e-5)
+
+
+def test_padded_encoder_positions_get_no_cross_attention():
+    y, x, x_mask = _randn(3, 5, D), _randn(3, 7, D), _padding(3, 7)
+    decoder = TransformerDecoder(HEADS, FF)
+    _, scores = decoder(y, x, encoder_padding_mask=x_mask, return_attention_scores=True)
+    scores = _np(scores)
+    assert np.all(scores[np.broadcast_to(~x_mask[:, None, None, :], scores.shape)] == 0)
+    # Changing what sits in the padding changes nothing at all.
+    noisy = x.copy()
+    noisy[~x_mask] = _randn(int((~x_mask).sum()), D)
+    np.testing.assert_allclose(
+        _np(decoder(y, noisy, encoder_padding_mask=x_mask)),
+        _np(decoder(y, x, encoder_padding_mask=x_mask)),
+        atol=1e-6,
+    )
+
+
+def test_encoder_attention_scores_and_padding():
+    x, mask = _randn(3, 6, D), _padding(3, 6)
+    encoder = TransformerEncoder(HEADS, FF)
+    out, scores = encoder(x, padding_mask=mask, return_attention_scores=True)
+    assert tuple(scores.shape) == (3, HEADS, 6, 6)
+    noisy = x.copy()
+    noisy[~mask] = 100.0
+    kept = _np(encoder(noisy, padding_mask=mask))[mask]
+    np.testing.assert_allclose(kept, _np(out)[mask], atol=1e-5)
+
+
+# Bad arguments ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [TransformerEncoder, TransformerDecoder])
+def test_bad_arguments(cls):
+    for kwargs, text in [
+        ({"num_heads": 0, "intermediate_dim": 8}, "num_heads=0"),
+        ({"num_heads": 2, "intermediate_dim": -8}, "intermediate_dim=-8"),
+        ({"num_heads": 2, "intermediate_dim": 8, "dropout": -0.1}, "dropout=-0.1"),
+        ({"num_heads": 2, "intermediate_dim": 8, "layer_norm_epsilon": 0}, "layer_norm_epsilon=0"),
+    ]:
+        with pytest.raises(ValueError, match=text):
+            cls(**kwargs)
+    with pytest.raises(ValueError, match="num_heads=3"):
+        cls(3, 8)(_randn(2, 4, D))
+    with pytest.raises(ValueError, match=r"shape=\(2, 16\)"):
+        cls(2, 8)(_randn(2, D))
+
+
+def test_decoder_must_be_called_as_built():
+    decoder = TransformerDecoder(2, FF)
+    decoder(_randn(2, 3, D), _randn(2, 4, D))
+    with pytest.raises(ValueError, match="cross-attention"):
+        decoder(_randn(2, 3, D))
