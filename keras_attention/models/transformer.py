@@ -1,0 +1,293 @@
+"""The encoder-decoder Transformer (Vaswani et al., 2017)."""
+
+import keras
+from keras import ops
+
+from keras_attention.layers import PositionalEmbedding, TransformerDecoder, TransformerEncoder
+from keras_attention.layers.validation import check_choice, check_positive_int, check_rate
+
+PRESETS = {
+    # A model that trains in minutes on a CPU; for tests and demos.
+    "tiny": dict(num_layers=2, d_model=128, num_heads=4, intermediate_dim=512, dropout=0.1),
+    # The Multi30k-sized model (3+3 layers, d_model 256).
+    "small": dict(num_layers=3, d_model=256, num_heads=4, intermediate_dim=1024, dropout=0.1),
+    # The paper's base and big models (table 3).
+    "base": dict(num_layers=6, d_model=512, num_heads=8, intermediate_dim=2048, dropout=0.1),
+    "big": dict(num_layers=6, d_model=1024, num_heads=16, intermediate_dim=4096, dropout=0.3),
+}
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer for translation, from "Attention Is All You Need".
+
+    Vaswani et al. (2017, https://arxiv.org/abs/1706.03762): a stack of
+    `TransformerEncoder` blocks reads the source, a stack of
+    `TransformerDecoder` blocks reads the target prefix with causal
+    self-attention and attends to the encoder output; a linear layer and a
+    softmax give the next-token distribution. Embeddings are scaled by
+    sqrt(d_model) and summed with positions (`PositionalEmbedding`), with
+    dropout on the sums. As in section 3.4, the output projection shares its
+    weights with the target embedding (`tie_output=True`), and with one joint
+    vocabulary the source embedding can be shared too (`share_embeddings`).
+
+    Named presets: `Transformer.from_preset("base", ...)` (6+6 layers, d_model
+    512, 8 heads, d_ff 2048, dropout 0.1) and `"big"` are the paper's; `"small"`
+    (3+3, 256) and `"tiny"` (2+2, 128) fit a CPU.
+
+    Token id 0 is padding in both languages.
+
+    Args:
+        source_vocab_size, target_vocab_size: int. Vocabulary sizes.
+        num_layers: int. Encoder and decoder blocks each. Defaults to 6.
+        d_model: int. Model width. Defaults to 512.
+        num_heads: int. Attention heads. Defaults to 8.
+        intermediate_dim: int. Feed-forward width d_ff. Defaults to 2048.
+        dropout: float. Residual and embedding dropout. Defaults to 0.1.
+        attention_dropout: float. Dropout on attention weights. Defaults to 0.
+        max_length: int. Longest source or target sequence. Defaults to 256.
+        position: "sinusoidal" or "learned". Defaults to "sinusoidal".
+        normalize_first: bool. Pre-norm blocks, plus a final layer norm on
+            each stack. Defaults to False (post-norm, the paper's).
+        share_embeddings: bool. One embedding for source and target (needs
+            equal vocabulary sizes). Defaults to False.
+        tie_output: bool. Output projection = target embedding transposed.
+            Defaults to True.
+        activation: feed-forward activation. Defaults to "relu".
+        **kwargs: standard `keras.Model` arguments.
+
+    Call arguments:
+        inputs: `(source_ids, target_in)`, int `(B, S)` and `(B, T)`;
+            `target_in` is the target shifted right (starts with [START]).
+        training: bool.
+
+    Returns:
+        float32 logits `(B, T, target_vocab_size)` (teacher forcing).
+
+    Example:
+
+    >>> model = Transformer.from_preset("tiny", source_vocab_size=100, target_vocab_size=120)
+    >>> source = keras.ops.ones((2, 7), "int32"); target_in = keras.ops.ones((2, 5), "int32")
+    >>> tuple(model((source, target_in)).shape)
+    (2, 5, 120)
+    """
+
+    def __init__(
+        self,
+        source_vocab_size,
+        target_vocab_size,
+        num_layers=6,
+        d_model=512,
+        num_heads=8,
+        intermediate_dim=2048,
+        dropout=0.1,
+        attention_dropout=0.0,
+        max_length=256,
+        position="sinusoidal",
+        normalize_first=False,
+        share_embeddings=False,
+        tie_output=True,
+        activation="relu",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.source_vocab_size = check_positive_int("source_vocab_size", source_vocab_size)
+        self.target_vocab_size = check_positive_int("target_vocab_size", target_vocab_size)
+        self.num_layers = check_positive_int("num_layers", num_layers)
+        self.d_model = check_positive_int("d_model", d_model)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        if d_model % num_heads:
+            raise ValueError(
+                "`d_model` must be divisible by `num_heads`. "
+                f"Received: d_model={d_model}, num_heads={num_heads}"
+            )
+        self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
+        self.dropout = check_rate("dropout", dropout)
+        self.attention_dropout = check_rate("attention_dropout", attention_dropout)
+        self.max_length = check_positive_int("max_length", max_length)
+        self.position = check_choice("position", position, ("sinusoidal", "learned"))
+        self.normalize_first = bool(normalize_first)
+        self.share_embeddings = bool(share_embeddings)
+        if share_embeddings and source_vocab_size != target_vocab_size:
+            raise ValueError(
+                "`share_embeddings=True` needs one vocabulary. Received: "
+                f"source_vocab_size={source_vocab_size}, target_vocab_size={target_vocab_size}"
+            )
+        self.tie_output = bool(tie_output)
+        self.activation = activation
+
+        def embedding(vocab_size, name):
+            return PositionalEmbedding(
+                vocab_size,
+                d_model,
+                max_length=max_length,
+                position=position,
+                mask_zero=True,
+                embeddings_initializer=keras.initializers.RandomNormal(stddev=d_model**-0.5),
+                dtype=self.dtype_policy,
+                name=name,
+            )
+
+        block_kwargs = dict(
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation=activation,
+            normalize_first=normalize_first,
+            dtype=self.dtype_policy,
+        )
+        self.target_embedding = embedding(target_vocab_size, "target_embedding")
+        self.source_embedding = (
+            self.target_embedding if share_embeddings else embedding(source_vocab_size, "source_embedding")
+        )
+        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.encoder_blocks = [
+            TransformerEncoder(**block_kwargs, name=f"encoder_{i}") for i in range(num_layers)
+        ]
+        self.decoder_blocks = [
+            TransformerDecoder(**block_kwargs, name=f"decoder_{i}") for i in range(num_layers)
+        ]
+        self.encoder_norm = self.decoder_norm = None
+        if normalize_first:
+            self.encoder_norm = keras.layers.LayerNormalization(
+                epsilon=1e-5, dtype=self.dtype_policy, name="encoder_norm"
+            )
+            self.decoder_norm = keras.layers.LayerNormalization(
+                epsilon=1e-5, dtype=self.dtype_policy, name="decoder_norm"
+            )
+        self.output_projection = None
+        if not tie_output:
+            self.output_projection = keras.layers.Dense(
+                target_vocab_size, dtype=self.dtype_policy, name="output_projection"
+            )
+
+    @classmethod
+    def from_preset(cls, preset, source_vocab_size, target_vocab_size, **overrides):
+        """A model of a named size: "tiny", "small", "base" or "big"."""
+        check_choice("preset", preset, tuple(PRESETS))
+        return cls(source_vocab_size, target_vocab_size, **{**PRESETS[preset], **overrides})
+
+    # Full passes (training, scoring) -------------------------------------------
+
+    def encode(self, source_ids, training=None):
+        """Source ids `(B, S)` -> encoder output `(B, S, d_model)` and mask `(B, S)`."""
+        source_mask = ops.not_equal(source_ids, 0)
+        x = self.embedding_dropout(self.source_embedding(source_ids), training=training)
+        for block in self.encoder_blocks:
+            x = block(x, padding_mask=source_mask, training=training)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
+        return x, source_mask
+
+    def _logits(self, x):
+        if self.output_projection is not None:
+            logits = self.output_projection(x)
+        else:
+            table = self.target_embedding.token_embedding.embeddings  # (V, d)
+            logits = ops.matmul(x, ops.transpose(ops.cast(table, x.dtype)))  # (B, T, V)
+        return ops.cast(logits, "float32")
+
+    def decode(self, target_in, encoder_output, source_mask, training=None, return_attention=False):
+        """Teacher-forced decoder pass: logits `(B, T, V)` (and the last block's
+        cross-attention `(B, heads, T, S)` if `return_attention`)."""
+        target_mask = ops.not_equal(target_in, 0)
+        x = self.embedding_dropout(self.target_embedding(target_in), training=training)
+        scores = None
+        for block in self.decoder_blocks:
+            x, scores = block(
+                x,
+                encoder_output,
+                decoder_padding_mask=target_mask,
+                encoder_padding_mask=source_mask,
+                return_attention_scores=True,
+                training=training,
+            )
+        if self.decoder_norm is not None:
+            x = self.decoder_norm(x)
+        logits = self._logits(x)
+        return (logits, scores) if return_attention else logits
+
+    def call(self, inputs, training=None):
+        source_ids, target_in = inputs
+        encoder_output, source_mask = self.encode(source_ids, training=training)
+        return self.decode(target_in, encoder_output, source_mask, training=training)
+
+    # Step-by-step decoding ----------------------------------------------------
+
+    def init_decoding_state(self, source_ids, max_length):
+        """Everything a decoding loop carries, as a dict of batch-major tensors.
+
+        The encoder runs once; each decoder block gets an empty self-attention
+        cache of `max_length` positions and its cross-attention keys and
+        values, projected once. Every entry has the batch on axis 0, so beam
+        search can repeat and reorder it with `keras.tree.map_structure`.
+        """
+        encoder_output, source_mask = self.encode(source_ids, training=False)
+        batch = ops.shape(source_ids)[0]
+        self_caches = [
+            block.init_self_attention_cache(batch, max_length, self.compute_dtype)
+            for block in self.decoder_blocks
+        ]
+        cross_caches = [block.compute_cross_attention_cache(encoder_output) for block in self.decoder_blocks]
+        return {
+            "encoder_output": encoder_output,
+            "source_mask": source_mask,
+            "self_cache": tuple(self_caches),  # L x (B, 2, T_max, N, H)
+            "cross_cache": tuple(cross_caches),  # L x (B, 2, S, N, H)
+        }
+
+    def decode_step(self, state, tokens, index):
+        """One decoding step.
+
+        Args:
+            state: the dict from `init_decoding_state` (or a previous step).
+            tokens: int `(B,)`, the token at position `index` of the target input.
+            index: scalar int, the position being fed (0 for [START]).
+
+        Returns:
+            `(logits (B, V) float32, new_state, attention (B, S))`, where the
+            attention is the last block's cross-attention averaged over heads.
+        """
+        x = self.target_embedding(ops.expand_dims(tokens, 1), start_index=index)  # (B, 1, d)
+        new_self_caches = []
+        scores = None
+        for i, block in enumerate(self.decoder_blocks):
+            x, scores, cache = block(
+                x,
+                state["encoder_output"],
+                encoder_padding_mask=state["source_mask"],
+                self_attention_cache=state["self_cache"][i],
+                self_attention_cache_update_index=index,
+                cross_attention_cache=state["cross_cache"][i],
+                return_attention_scores=True,
+            )
+            new_self_caches.append(cache)
+        if self.decoder_norm is not None:
+            x = self.decoder_norm(x)
+        logits = self._logits(x)[:, 0]  # (B, V)
+        attention = ops.mean(ops.cast(scores, "float32"), axis=1)[:, 0]  # (B, S)
+        new_state = dict(state, self_cache=tuple(new_self_caches))
+        return logits, new_state, attention
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "source_vocab_size": self.source_vocab_size,
+                "target_vocab_size": self.target_vocab_size,
+                "num_layers": self.num_layers,
+                "d_model": self.d_model,
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "max_length": self.max_length,
+                "position": self.position,
+                "normalize_first": self.normalize_first,
+                "share_embeddings": self.share_embeddings,
+                "tie_output": self.tie_output,
+                "activation": self.activation,
+            }
+        )
+        return config

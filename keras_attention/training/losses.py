@@ -1,0 +1,63 @@
+"""Masked sparse cross-entropy with label smoothing, averaged over real tokens."""
+
+import keras
+from keras import ops
+
+from keras_attention.layers.validation import check_rate
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class MaskedSparseCrossEntropy(keras.losses.Loss):
+    """Per-token cross-entropy from logits that ignores padding.
+
+    Padding (`y_true == pad_id`) contributes nothing, and the loss is the mean
+    over the real tokens of the batch, so a batch padded to a longer length
+    gives exactly the same loss.
+
+    With `label_smoothing=eps` the target distribution is (1 - eps) on the
+    true token plus eps spread evenly over the whole vocabulary of size V, as
+    in Szegedy et al. (2016, https://arxiv.org/abs/1512.00567) and the
+    Transformer paper (eps = 0.1, section 5.4):
+    loss = (1 - eps) * (-log p_y) + eps * mean_k(-log p_k).
+
+    Args:
+        label_smoothing: float in [0, 1). Defaults to 0.
+        pad_id: int. The padding id in `y_true`. Defaults to 0.
+        name: str. Defaults to "masked_sparse_cross_entropy".
+
+    Call arguments:
+        y_true: int `(B, T)`. y_pred: float logits `(B, T, V)`.
+
+    Returns:
+        A scalar: the mean loss over the non-padding tokens (0 if there are none).
+
+    Example:
+
+    >>> loss = MaskedSparseCrossEntropy(label_smoothing=0.1)
+    >>> y_true = keras.ops.convert_to_tensor([[3, 1, 0]])
+    >>> float(loss(y_true, keras.ops.zeros((1, 3, 5)))) == float(keras.ops.log(5.0))
+    True
+    """
+
+    def __init__(self, label_smoothing=0.0, pad_id=0, name="masked_sparse_cross_entropy", **kwargs):
+        kwargs.pop("reduction", None)
+        super().__init__(name=name, reduction="none", **kwargs)
+        self.label_smoothing = check_rate("label_smoothing", label_smoothing)
+        self.pad_id = int(pad_id)
+
+    def call(self, y_true, y_pred):
+        y_true = ops.cast(y_true, "int32")
+        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)  # (B, T, V)
+        true_log_prob = ops.take_along_axis(log_probs, y_true[..., None], axis=-1)[..., 0]
+        per_token = -true_log_prob  # (B, T)
+        if self.label_smoothing:
+            eps = self.label_smoothing
+            per_token = (1.0 - eps) * per_token - eps * ops.mean(log_probs, axis=-1)
+        mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
+        return ops.sum(per_token * mask) / ops.maximum(ops.sum(mask), 1.0)
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("reduction", None)
+        config.update({"label_smoothing": self.label_smoothing, "pad_id": self.pad_id})
+        return config

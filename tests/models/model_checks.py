@@ -1,0 +1,80 @@
+"""Checks every translation model must pass; used by the per-model test files."""
+
+import os
+
+import keras
+import numpy as np
+
+from keras import ops
+
+from keras_attention.training import MaskedSparseCrossEntropy, MaskedTokenAccuracy
+
+
+def toy_batch(batch=8, source_len=7, target_len=6, vocab=20, seed=0):
+    """Random (source, target_in, target_out) with ragged lengths and 0-padding."""
+    rng = np.random.default_rng(seed)
+    source = rng.integers(3, vocab, size=(batch, source_len)).astype("int32")
+    target = rng.integers(3, vocab, size=(batch, target_len + 1)).astype("int32")
+    target[:, 0] = 1  # [START]
+    for i in range(batch):
+        source[i, rng.integers(2, source_len + 1) :] = 0
+        end = rng.integers(3, target_len + 2)
+        target[i, end - 1] = 2  # [END]
+        target[i, end:] = 0
+    return source, target[:, :-1], target[:, 1:]
+
+
+def check_fits_to_near_zero_loss(model, epochs=150, learning_rate=1e-2, threshold=0.05):
+    source, target_in, target_out = toy_batch()
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate),
+        loss=MaskedSparseCrossEntropy(),
+        metrics=[MaskedTokenAccuracy()],
+    )
+    history = model.fit(
+        (source, target_in), target_out, batch_size=len(source), epochs=epochs, verbose=0
+    )
+    assert history.history["loss"][-1] < threshold, history.history["loss"][-5:]
+    assert history.history["token_accuracy"][-1] == 1.0
+
+
+def check_padding_does_not_change_loss(model):
+    """Extra padding columns change neither the loss nor the real positions' logits."""
+    source, target_in, target_out = toy_batch()
+    loss = MaskedSparseCrossEntropy(label_smoothing=0.1)
+    logits = model((source, target_in))
+    padded_source = np.pad(source, ((0, 0), (0, 3)))
+    padded_in, padded_out = np.pad(target_in, ((0, 0), (0, 4))), np.pad(target_out, ((0, 0), (0, 4)))
+    padded_logits = model((padded_source, padded_in))
+    real = target_out != 0
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(padded_logits)[:, : target_in.shape[1]][real],
+        ops.convert_to_numpy(logits)[real],
+        atol=1e-4,
+    )
+    np.testing.assert_allclose(
+        float(loss(padded_out, padded_logits)), float(loss(target_out, logits)), rtol=1e-5
+    )
+
+
+def check_save_and_reload(model, tmp_path):
+    source, target_in, _ = toy_batch()
+    expected = ops.convert_to_numpy(model((source, target_in)))
+    path = os.path.join(str(tmp_path), "model.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    np.testing.assert_allclose(ops.convert_to_numpy(reloaded((source, target_in))), expected, atol=1e-5)
+    assert reloaded.get_config() == model.get_config()
+
+
+def check_decode_steps_match_full_pass(model, max_length=6):
+    """Feeding the target one token at a time reproduces the teacher-forced logits."""
+    source, target_in, target_out = toy_batch()
+    full = ops.convert_to_numpy(model((source, target_in)))
+    state = model.init_decoding_state(source, max_length)
+    steps = []
+    for i in range(target_in.shape[1]):
+        logits, state, _ = model.decode_step(state, target_in[:, i], i)
+        steps.append(ops.convert_to_numpy(logits))
+    real = target_out != 0
+    np.testing.assert_allclose(np.stack(steps, 1)[real], full[real], atol=1e-4)

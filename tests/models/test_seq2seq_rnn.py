@@ -1,0 +1,75 @@
+import numpy as np
+import pytest
+
+from keras import ops
+
+from keras_attention.models import Seq2SeqRNN
+from tests.models import model_checks
+
+VARIANTS = [
+    {"attention": None},
+    {"attention": "bahdanau"},
+    {"attention": "luong"},
+    {"attention": "luong", "luong_score": "concat", "luong_window": 2, "cell": "lstm"},
+    {"attention": "bahdanau", "cell": "lstm", "bidirectional_encoder": False},
+]
+SMALL = dict(embedding_dim=16, units=32, dropout=0.0)
+
+
+def _ids(options):
+    return "-".join(f"{k}={v}" for k, v in options.items())
+
+
+@pytest.mark.parametrize("options", VARIANTS[:3], ids=_ids)
+def test_learns_a_small_batch(options):
+    model_checks.check_fits_to_near_zero_loss(Seq2SeqRNN(20, 20, **SMALL, **options), epochs=150)
+
+
+@pytest.mark.parametrize("options", VARIANTS, ids=_ids)
+def test_decode_steps_match_full_pass(options):
+    model_checks.check_decode_steps_match_full_pass(Seq2SeqRNN(20, 20, **SMALL, **options))
+
+
+@pytest.mark.parametrize("options", VARIANTS[1:3], ids=_ids)
+def test_padding_does_not_change_loss(options):
+    model_checks.check_padding_does_not_change_loss(Seq2SeqRNN(20, 20, **SMALL, **options))
+
+
+@pytest.mark.parametrize("options", [VARIANTS[0], VARIANTS[3]], ids=_ids)
+def test_save_and_reload(tmp_path, options):
+    model_checks.check_save_and_reload(Seq2SeqRNN(20, 20, **SMALL, **options), tmp_path)
+
+
+def test_attention_weights_cover_real_source_tokens_only():
+    model = Seq2SeqRNN(20, 20, attention="bahdanau", **SMALL)
+    source, target_in, _ = model_checks.toy_batch()
+    _, weights = model((source, target_in), return_attention=True)
+    weights = ops.convert_to_numpy(weights)  # (B, T, S)
+    assert weights.shape == (8, 6, 7)
+    padded = np.broadcast_to((source == 0)[:, None, :], weights.shape)
+    assert np.all(weights[padded] == 0)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+
+
+def test_fixed_vector_model_sees_source_only_through_its_summary():
+    """Without attention, two sources with the same bridge vector give the same logits."""
+    model = Seq2SeqRNN(20, 20, attention=None, **SMALL)
+    source, target_in, _ = model_checks.toy_batch()
+    carry, constants = model.encode(source)
+    assert set(constants) == {"encoder_output", "source_mask", "summary"}
+    logits, weights = model((source, target_in), return_attention=True)
+    assert weights is None
+
+
+@pytest.mark.parametrize(
+    "kwargs, text",
+    [
+        ({"attention": "additive"}, "attention='additive'"),
+        ({"cell": "rnn"}, "cell='rnn'"),
+        ({"units": 0}, "units=0"),
+        ({"dropout": -0.5}, "dropout=-0.5"),
+    ],
+)
+def test_bad_arguments(kwargs, text):
+    with pytest.raises(ValueError, match=text):
+        Seq2SeqRNN(20, 20, **{**SMALL, **kwargs})
