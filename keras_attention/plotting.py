@@ -1,0 +1,146 @@
+"""Figures: attention maps, position encodings, learning-rate schedules, training curves.
+
+Every function draws on a new matplotlib figure, saves it when `path` is given
+(PNG, at `dpi`), and returns the figure. The non-interactive "Agg" backend is
+used unless another one is already selected, so this works on servers.
+"""
+
+import matplotlib
+
+if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
+    matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def _finish(fig, path, dpi):
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=dpi)
+    return fig
+
+
+def _check_map(weights, source_tokens, target_tokens):
+    weights = np.asarray(weights, dtype="float32")
+    if weights.ndim != 2:
+        raise ValueError(
+            f"An attention map must be 2-D (target, source). Received: weights.shape={weights.shape}"
+        )
+    rows, cols = len(target_tokens), len(source_tokens)
+    if rows > weights.shape[0] or cols > weights.shape[1]:
+        raise ValueError(
+            f"More tokens than attention rows/columns. Received: weights.shape={weights.shape}, "
+            f"{rows} target tokens, {cols} source tokens"
+        )
+    return weights[:rows, :cols]
+
+
+def _draw_map(ax, weights, source_tokens, target_tokens, title=None):
+    image = ax.imshow(weights, cmap="viridis", vmin=0.0, aspect="auto")
+    ax.set_xticks(range(len(source_tokens)), labels=list(source_tokens), rotation=90)
+    ax.set_yticks(range(len(target_tokens)), labels=list(target_tokens))
+    ax.set_xlabel("source")
+    ax.set_ylabel("output")
+    if title:
+        ax.set_title(title)
+    return image
+
+
+def plot_attention(weights, source_tokens, target_tokens, path=None, title=None, dpi=100):
+    """Heat map of one attention matrix with token labels.
+
+    Args:
+        weights: array `(T_out, T_src)` (extra rows/columns beyond the tokens
+            are cut off, e.g. padding).
+        source_tokens: list of str, the x tick labels.
+        target_tokens: list of str, the y tick labels.
+        path: str or None. Where to save a PNG.
+        title: str or None.
+        dpi: int. Defaults to 100.
+
+    Returns:
+        The matplotlib figure.
+    """
+    weights = _check_map(weights, source_tokens, target_tokens)
+    fig, ax = plt.subplots(
+        figsize=(max(3.0, 0.4 * len(source_tokens) + 1.5), max(2.5, 0.4 * len(target_tokens) + 1.2))
+    )
+    image = _draw_map(ax, weights, source_tokens, target_tokens, title)
+    fig.colorbar(image, ax=ax)
+    return _finish(fig, path, dpi)
+
+
+def plot_attention_heads(weights, source_tokens, target_tokens, path=None, columns=4, dpi=100):
+    """A grid of attention maps, one per head.
+
+    Args:
+        weights: array `(num_heads, T_out, T_src)`.
+        source_tokens, target_tokens: lists of str.
+        path: str or None. Where to save a PNG.
+        columns: int. Maps per row. Defaults to 4.
+
+    Returns:
+        The matplotlib figure.
+    """
+    weights = np.asarray(weights, dtype="float32")
+    if weights.ndim != 3:
+        raise ValueError(
+            f"Head maps must be 3-D (heads, target, source). Received: weights.shape={weights.shape}"
+        )
+    heads = weights.shape[0]
+    columns = min(columns, heads)
+    rows = -(-heads // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 3.0 * rows), squeeze=False)
+    for h, ax in enumerate(axes.flat):
+        if h < heads:
+            _draw_map(ax, _check_map(weights[h], source_tokens, target_tokens),
+                      source_tokens, target_tokens, f"head {h}")
+        else:
+            ax.axis("off")
+    return _finish(fig, path, dpi)
+
+
+def plot_position_encoding(encoding, path=None, dpi=100):
+    """Heat map of a `(positions, d_model)` position encoding."""
+    encoding = np.asarray(encoding, dtype="float32")
+    if encoding.ndim != 2:
+        raise ValueError(f"Expected (positions, d_model). Received: encoding.shape={encoding.shape}")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    image = ax.imshow(encoding, cmap="RdBu", vmin=-1, vmax=1, aspect="auto")
+    ax.set_xlabel("feature (sin at even, cos at odd)")
+    ax.set_ylabel("position")
+    fig.colorbar(image, ax=ax)
+    return _finish(fig, path, dpi)
+
+
+def plot_schedule(schedule, num_steps, path=None, dpi=100):
+    """Learning rate against step for a Keras `LearningRateSchedule` (or callable)."""
+    steps = np.arange(num_steps)
+    rates = np.array([float(schedule(s)) for s in steps])
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(steps + 1, rates)
+    ax.set_xlabel("step")
+    ax.set_ylabel("learning rate")
+    return _finish(fig, path, dpi)
+
+
+def plot_history(history, metrics=("loss",), path=None, dpi=100):
+    """Training curves from a `History` or its `.history` dict.
+
+    Each metric is drawn with its `val_` counterpart when present.
+    """
+    history = getattr(history, "history", history)
+    missing = [m for m in metrics if m not in history]
+    if missing:
+        raise ValueError(f"Metrics not in the history: {missing}. Available: {sorted(history)}")
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.5), squeeze=False)
+    for ax, metric in zip(axes.flat, metrics):
+        epochs = np.arange(1, len(history[metric]) + 1)
+        ax.plot(epochs, history[metric], label=metric)
+        if f"val_{metric}" in history:
+            ax.plot(epochs, history[f"val_{metric}"], label=f"val_{metric}")
+        ax.set_xlabel("epoch")
+        ax.set_title(metric)
+        ax.legend()
+    return _finish(fig, path, dpi)

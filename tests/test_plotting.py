@@ -1,0 +1,55 @@
+import numpy as np
+import pytest
+from PIL import Image
+
+from keras_attention import plotting
+from keras_attention.training import TransformerSchedule
+
+rng = np.random.default_rng(0)
+
+
+def _png_size(path):
+    with Image.open(path) as image:
+        return image.size
+
+
+def test_attention_map_png_and_tick_labels(tmp_path):
+    source, target = ["[START]", "a", "dog", "##.", "[END]"], ["ein", "hund", "##."]
+    weights = rng.random((5, 7))  # extra rows/columns (padding) are cut off
+    path = tmp_path / "map.png"
+    fig = plotting.plot_attention(weights, source, target, path=str(path), dpi=50)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == source
+    assert [t.get_text() for t in ax.get_yticklabels()] == target
+    width, height = fig.get_size_inches() * 50
+    assert _png_size(path) == (round(width), round(height))
+    assert path.stat().st_size > 1000
+
+
+def test_head_grid(tmp_path):
+    path = tmp_path / "heads.png"
+    fig = plotting.plot_attention_heads(rng.random((6, 3, 4)), list("abcd"), list("xyz"), path=str(path), columns=4)
+    drawn = [ax for ax in fig.axes if ax.images]
+    assert len(drawn) == 6
+    assert [t.get_text() for t in drawn[5].get_xticklabels()] == list("abcd")
+    assert _png_size(path)[0] > _png_size(path)[1]
+
+
+def test_position_schedule_and_history_plots(tmp_path):
+    for name, fig in {
+        "pe": plotting.plot_position_encoding(rng.uniform(-1, 1, (20, 16)), path=str(tmp_path / "pe.png")),
+        "lr": plotting.plot_schedule(TransformerSchedule(64, 50), 200, path=str(tmp_path / "lr.png")),
+        "hist": plotting.plot_history({"loss": [3, 2, 1], "val_loss": [3.5, 2.5, 2]}, path=str(tmp_path / "hist.png")),
+    }.items():
+        assert (tmp_path / f"{name}.png").stat().st_size > 1000
+    line = fig.axes[0].lines[1]
+    assert list(line.get_ydata()) == [3.5, 2.5, 2]
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match=r"weights.shape=\(3,\)"):
+        plotting.plot_attention(np.ones(3), ["a"], ["b"])
+    with pytest.raises(ValueError, match="3 target tokens"):
+        plotting.plot_attention(np.ones((2, 2)), ["a", "b"], ["x", "y", "z"])
+    with pytest.raises(ValueError, match="bleu"):
+        plotting.plot_history({"loss": [1.0]}, metrics=("bleu",))
