@@ -1,0 +1,55 @@
+"""Corpora, sub-word tokenizers and tf.data pipelines for translation.
+
+Loaders return `tf.data.Dataset`s of `(source, target)` sentence pairs:
+`load_multi30k`, `load_dates` (generated, offline), `load_parallel_files`,
+`load_tsv` and `load_tfds_translation`. `SubwordTokenizer` (WordPiece, in
+graph) turns text into ids and back; `make_translation_dataset` makes the
+`((source_ids, target_in), target_out)` batches that `model.fit` takes.
+
+The TFDS builder `multi30k_task1` is registered by importing
+`keras_attention.data.multi30k_tfds` (done by `load_tfds_translation`).
+"""
+
+from keras_attention.data.dates import generate_dates, load_dates
+from keras_attention.data.multi30k import load_multi30k
+from keras_attention.data.parallel import load_parallel_files, load_tfds_translation, load_tsv
+from keras_attention.data.pipeline import (
+    LengthStats,
+    auto_bucket_boundaries,
+    make_translation_dataset,
+    padding_fraction,
+)
+from keras_attention.data.text_files import read_lines, read_parallel_lines
+from keras_attention.data.tokenizers import SubwordTokenizer
+from keras_attention.data.vocabulary import (
+    END,
+    PAD,
+    RESERVED_TOKENS,
+    START,
+    UNK,
+    build_vocabulary,
+    normalize_text,
+)
+
+__all__ = [
+    "END",
+    "PAD",
+    "RESERVED_TOKENS",
+    "START",
+    "UNK",
+    "LengthStats",
+    "SubwordTokenizer",
+    "auto_bucket_boundaries",
+    "build_vocabulary",
+    "generate_dates",
+    "load_dates",
+    "load_multi30k",
+    "load_parallel_files",
+    "load_tfds_translation",
+    "load_tsv",
+    "make_translation_dataset",
+    "normalize_text",
+    "padding_fraction",
+    "read_lines",
+    "read_parallel_lines",
+]

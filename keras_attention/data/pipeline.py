@@ -1,0 +1,290 @@
+"""tf.data pipelines from sentence pairs to padded batches for `model.fit`.
+
+tokenize -> cache -> drop or truncate long pairs -> add [START]/[END] ->
+shuffle -> bucket by length (or not) -> pad with 0 -> batch -> prefetch, giving
+`((source_ids, target_in), target_out)` with `target_in = [START] y` and
+`target_out = y [END]`, both int32 `(batch, T)`.
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from keras_attention.data.text_files import logger
+from keras_attention.layers.validation import check_choice, check_positive_int
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+@dataclasses.dataclass
+class LengthStats:
+    """What the pipeline saw; lengths count the [START]/[END] tokens added.
+
+    Attributes:
+        pairs: number of pairs read.
+        long_pairs: pairs over the maximum length on either side.
+        action: `"drop"` or `"truncate"`: what happened to the long pairs.
+        max_source_length: longest source seen, `[START] x [END]`.
+        max_target_length: longest target seen, `[START] y` (= `y [END]`).
+        lengths: int array, per kept pair, the longer of its two sides after
+            any truncation (the length bucketing uses).
+    """
+
+    pairs: int
+    long_pairs: int
+    action: str
+    max_source_length: int
+    max_target_length: int
+    lengths: np.ndarray = dataclasses.field(repr=False)
+
+    def __str__(self):
+        verb = "dropped" if self.action == "drop" else "truncated"
+        return (
+            f"{self.pairs} pairs, {self.long_pairs} over the maximum length {verb} "
+            f"(longest source {self.max_source_length}, target {self.max_target_length} tokens)"
+        )
+
+
+def make_translation_dataset(
+    pairs,
+    source_tokenizer,
+    target_tokenizer,
+    batch_size,
+    max_length=None,
+    on_long="drop",
+    bucket_boundaries=None,
+    pad_to_bucket_boundary=False,
+    shuffle=False,
+    seed=None,
+    cache=True,
+    drop_remainder=False,
+    return_stats=False,
+):
+    """Turn a dataset of sentence pairs into batches for a translation model.
+
+    The source gets `[START] x [END]`; the target gives `target_in = [START] y`
+    and `target_out = y [END]`. Pairs longer than `max_length` are dropped or
+    truncated; how many is logged (a warning when any) and returned on request.
+    One pass over the data happens here to count lengths; with `cache=True`
+    it also fills the cache, so tokenizing happens once.
+
+    Args:
+        pairs: `tf.data.Dataset` of `(source, target)` string scalars, as the
+            loaders of this package return.
+        source_tokenizer: a `SubwordTokenizer` for the source language.
+        target_tokenizer: a `SubwordTokenizer` for the target language.
+        batch_size: int. Pairs per batch (the global batch under a strategy).
+        max_length: int, `(source_max, target_max)` or None. Longest allowed
+            `source_ids` and `target_in` (markers included). None: no limit.
+            Defaults to None.
+        on_long: `"drop"` or `"truncate"`. Defaults to `"drop"`.
+        bucket_boundaries: None (pad each batch to its longest pair), a
+            sorted list of int lengths, or `"auto"` (about 8 buckets with equal
+            numbers of pairs). Batches hold pairs of one bucket only.
+            Defaults to None.
+        pad_to_bucket_boundary: bool. Pad every batch of a bucket to the
+            bucket's largest length (boundary - 1) rather than to its longest
+            pair, so that batches take a few fixed shapes (fewer retraces and
+            XLA compilations, more padding). Needs `bucket_boundaries`.
+            Defaults to False.
+        shuffle: bool or int. Shuffle pairs each epoch; an int sets the
+            buffer size (True: 16384). Defaults to False.
+        seed: int. Shuffle seed. Defaults to None.
+        cache: bool. Keep the token ids in memory after the first pass.
+            Defaults to True.
+        drop_remainder: bool. Drop the last, smaller batch (of each bucket).
+            Defaults to False.
+        return_stats: bool. Also return a `LengthStats`. Defaults to False.
+
+    Returns:
+        A `tf.data.Dataset` of `((source_ids, target_in), target_out)` int32
+        batches padded with 0; `(dataset, stats)` if `return_stats`.
+
+    Example:
+
+    >>> ds = make_translation_dataset(pairs, en_tok, de_tok, batch_size=64,
+    ...                               max_length=64, bucket_boundaries="auto",
+    ...                               shuffle=True, seed=1)  # doctest: +SKIP
+    >>> model.fit(ds, epochs=10)  # doctest: +SKIP
+    """
+    _check_pairs(pairs)
+    check_positive_int("batch_size", batch_size)
+    check_choice("on_long", on_long, ("drop", "truncate"))
+    max_source, max_target = _max_lengths(max_length)
+    if pad_to_bucket_boundary and bucket_boundaries is None:
+        raise ValueError(
+            "`pad_to_bucket_boundary=True` needs `bucket_boundaries` (a list or 'auto'). "
+            "Received: bucket_boundaries=None"
+        )
+    sos, eos = target_tokenizer.start_id, target_tokenizer.end_id
+    src_sos, src_eos = source_tokenizer.start_id, source_tokenizer.end_id
+
+    def tokenize(source, target):  # (B,) strings -> (B, None) ids
+        return source_tokenizer.tokenize(source), target_tokenizer.tokenize(target)
+
+    def densify(x, y):  # Ragged specs of rank 0 -> plain tensors.
+        return tf.convert_to_tensor(x), tf.convert_to_tensor(y)
+
+    ids = pairs.batch(1024).map(tokenize, num_parallel_calls=AUTOTUNE).unbatch().map(densify)
+    if cache:
+        ids = ids.cache()
+    stats = _length_stats(ids, max_source, max_target, on_long)
+    _report(stats, max_length)
+
+    if on_long == "drop":
+
+        def short_enough(x, y):
+            return (tf.size(x) + 2 <= max_source) & (tf.size(y) + 1 <= max_target)
+
+        ids = ids.filter(short_enough)
+
+    def add_markers(x, y):
+        if on_long == "truncate":
+            x, y = x[: max_source - 2], y[: max_target - 1]
+        x = tf.concat([[src_sos], x, [src_eos]], axis=0)
+        return x, tf.concat([[sos], y], axis=0), tf.concat([y, [eos]], axis=0)
+
+    ds = ids.map(add_markers, num_parallel_calls=AUTOTUNE)
+    if shuffle:
+        buffer = 16384 if shuffle is True else check_positive_int("shuffle", shuffle)
+        ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
+    if isinstance(bucket_boundaries, str) and bucket_boundaries == "auto":
+        bucket_boundaries = auto_bucket_boundaries(stats.lengths)
+    if bucket_boundaries or pad_to_bucket_boundary:
+        bucket_boundaries = _check_boundaries(bucket_boundaries)
+        longest = int(stats.lengths.max(initial=0))
+        if pad_to_bucket_boundary and longest >= max(bucket_boundaries, default=0):
+            bucket_boundaries.append(longest + 1)  # A last bucket up to the longest pair.
+
+        def pair_length(x, y_in, y_out):
+            return tf.maximum(tf.size(x), tf.size(y_in))
+
+        ds = ds.bucket_by_sequence_length(
+            pair_length,
+            bucket_boundaries,
+            [batch_size] * (len(bucket_boundaries) + 1),
+            pad_to_bucket_boundary=pad_to_bucket_boundary,
+            drop_remainder=drop_remainder,
+        )
+    else:
+        ds = ds.padded_batch(batch_size, drop_remainder=drop_remainder)
+
+    def to_model_inputs(x, y_in, y_out):
+        return (x, y_in), y_out
+
+    ds = ds.map(to_model_inputs).prefetch(AUTOTUNE)
+    return (ds, stats) if return_stats else ds
+
+
+def auto_bucket_boundaries(lengths, num_buckets=8):
+    """Boundaries splitting `lengths` into about `num_buckets` equal-count buckets.
+
+    Args:
+        lengths: sequence of int lengths.
+        num_buckets: int. Defaults to 8.
+
+    Returns:
+        A sorted list of distinct int boundaries (bucket i holds lengths
+        below boundary i, the last bucket the rest).
+    """
+    lengths = np.asarray(lengths)
+    if lengths.size == 0:
+        return []
+    quantiles = np.quantile(lengths, np.arange(1, num_buckets) / num_buckets)
+    return sorted({int(q) + 1 for q in quantiles if int(q) + 1 <= lengths.max()})
+
+
+def padding_fraction(dataset, num_batches=None):
+    """Fraction of zeros (padding) among all ids of a batched dataset.
+
+    Args:
+        dataset: the `((source_ids, target_in), target_out)` batches.
+        num_batches: int. Only look at the first batches. Defaults to all.
+
+    Returns:
+        A float in [0, 1].
+    """
+    zeros = total = 0
+    batches = dataset if num_batches is None else dataset.take(num_batches)
+    for (x, y_in), y_out in batches.as_numpy_iterator():
+        for ids in (x, y_in, y_out):
+            zeros += int(np.sum(ids == 0))
+            total += ids.size
+    return zeros / total if total else 0.0
+
+
+def _length_stats(ids, max_source, max_target, on_long):
+    def sizes(x, y):
+        return tf.size(x) + 2, tf.size(y) + 1
+
+    source, target = [], []
+    for s, t in ids.map(sizes).batch(4096).as_numpy_iterator():
+        source.append(s)
+        target.append(t)
+    source = np.concatenate(source) if source else np.zeros([0], np.int32)
+    target = np.concatenate(target) if target else np.zeros([0], np.int32)
+    long = (source > max_source) | (target > max_target)
+    if on_long == "drop":
+        kept = np.maximum(source[~long], target[~long])
+    else:
+        kept = np.maximum(np.minimum(source, max_source), np.minimum(target, max_target))
+    return LengthStats(
+        pairs=int(source.size),
+        long_pairs=int(long.sum()),
+        action=on_long,
+        max_source_length=int(source.max(initial=0)),
+        max_target_length=int(target.max(initial=0)),
+        lengths=kept,
+    )
+
+
+def _report(stats, max_length):
+    if stats.long_pairs:
+        logger.warning("Translation pairs: %s (max_length=%s).", stats, max_length)
+    else:
+        logger.info("Translation pairs: %s (max_length=%s).", stats, max_length)
+
+
+def _max_lengths(max_length):
+    if max_length is None:
+        return np.iinfo(np.int32).max, np.iinfo(np.int32).max
+    if isinstance(max_length, (tuple, list)) and len(max_length) == 2:
+        source, target = max_length
+    else:
+        source = target = max_length
+    for value in (source, target):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 3:
+            raise ValueError(
+                "`max_length` must be None, an int >= 3 or a pair of them (room for "
+                f"[START], [END] and one token). Received: max_length={max_length!r}"
+            )
+    return source, target
+
+
+def _check_boundaries(boundaries):
+    values = [] if boundaries is None else list(boundaries)
+    if not all(isinstance(b, (int, np.integer)) and b > 0 for b in values) or values != sorted(
+        set(values)
+    ):
+        raise ValueError(
+            "`bucket_boundaries` must be None, 'auto' or increasing positive ints. "
+            f"Received: bucket_boundaries={boundaries!r}"
+        )
+    return [int(b) for b in values]
+
+
+def _check_pairs(pairs):
+    spec = getattr(pairs, "element_spec", None)
+    ok = (
+        isinstance(pairs, tf.data.Dataset)
+        and isinstance(spec, tuple)
+        and len(spec) == 2
+        and all(isinstance(s, tf.TensorSpec) and s.dtype == tf.string for s in spec)
+        and all(s.shape.rank == 0 for s in spec)
+    )
+    if not ok:
+        raise ValueError(
+            "`pairs` must be a tf.data.Dataset of (source, target) string scalars. "
+            f"Received: pairs={type(pairs).__name__} with element_spec={spec}"
+        )
