@@ -153,3 +153,16 @@ def scaled_dot_product_attention(
     else:
         output = ops.einsum("bnqk,bknd->bqnd", dropped, value)  # (B, T_q, N, d_v)
     return output, weights
+
+
+def dense_project(x, kernel):
+    """`x @ kernel` over the last axis of `x` (any rank), as one 2-D matrix product.
+
+    `(..., d) x (d, u) -> (..., u)`. Flattening the leading axes first keeps
+    the product a plain GEMM: a rank-3 `ops.matmul` becomes a `tensordot`
+    whose dynamic transposes XLA cannot compile inside a loop's gradient.
+    """
+    d, u = kernel.shape
+    leading = ops.shape(x)[:-1]
+    y = ops.matmul(ops.reshape(x, (-1, d)), kernel)  # (prod(leading), u)
+    return ops.reshape(y, tuple(leading) + (u,))  # (..., u)

@@ -124,7 +124,7 @@ class BahdanauAttention(keras.layers.Layer):
                 f"`build(query_shape, value_shape)` first. Received: key.shape={tuple(key.shape)}"
             )
         key = ops.cast(key, self.compute_dtype)
-        return ops.matmul(key, ops.cast(self.key_kernel, self.compute_dtype))  # (B, T_v, U)
+        return attention_ops.dense_project(key, ops.cast(self.key_kernel, self.compute_dtype))  # (B, T_v, U)
 
     def call(
         self,
@@ -141,7 +141,7 @@ class BahdanauAttention(keras.layers.Layer):
             query = ops.expand_dims(query, 1)  # (B, 1, d_q)
         if projected_keys is None:
             projected_keys = self.project_keys(value if key is None else key)  # (B, T_v, U)
-        projected_query = ops.matmul(query, self.query_kernel)  # (B, T_q, U)
+        projected_query = attention_ops.dense_project(query, self.query_kernel)  # (B, T_q, U)
 
         # Score every (query, key) pair: W_q q_i + W_k k_j broadcast to (B, T_q, T_v, U).
         hidden = ops.expand_dims(projected_query, 2) + ops.expand_dims(projected_keys, 1)
@@ -150,7 +150,7 @@ class BahdanauAttention(keras.layers.Layer):
             hidden = hidden + self.score_bias
             norm = ops.sqrt(ops.sum(ops.square(score_vector)))
             score_vector = self.score_scale * score_vector / norm  # g v / ||v||
-        scores = ops.einsum("bqku,u->bqk", ops.tanh(hidden), score_vector)  # (B, T_q, T_v)
+        scores = ops.sum(ops.tanh(hidden) * score_vector, axis=-1)  # (B, T_q, T_v)
 
         weights = attention_ops.masked_softmax(scores, attention_ops.padding_to_attention_mask(key_mask=value_mask))
         context = ops.einsum("bqk,bkd->bqd", weights, value)  # (B, T_q, d_v)

@@ -160,7 +160,7 @@ class LuongAttention(keras.layers.Layer):
         else:
             d_q = self.concat_kernel.shape[0] - key.shape[-1]
             kernel = self.concat_kernel[d_q:]  # (d_k, U): the key half of W_a
-        return ops.matmul(key, ops.cast(kernel, self.compute_dtype))  # (B, T_v, d_q|U)
+        return attention_ops.dense_project(key, ops.cast(kernel, self.compute_dtype))  # (B, T_v, d_q|U)
 
     def predicted_position(self, query, value, value_mask=None):
         """Local-p's aligned position p_t = S * sigmoid(v_p^T tanh(W_p h_t)).
@@ -178,9 +178,9 @@ class LuongAttention(keras.layers.Layer):
             raise ValueError("`predicted_position` needs local attention. Received: window=None")
         dtype = self.compute_dtype
         hidden = ops.tanh(
-            ops.matmul(ops.cast(query, dtype), ops.cast(self.position_kernel, dtype))
+            attention_ops.dense_project(ops.cast(query, dtype), ops.cast(self.position_kernel, dtype))
         )  # (B, [T_q,] U)
-        logits = ops.einsum("...u,u->...", hidden, ops.cast(self.position_vector, dtype))
+        logits = ops.sum(hidden * ops.cast(self.position_vector, dtype), axis=-1)
         if value_mask is None:
             length = ops.cast(ops.shape(value)[1], "float32")
         else:
@@ -193,10 +193,10 @@ class LuongAttention(keras.layers.Layer):
         if self.score != "concat":
             return ops.einsum("bqd,bkd->bqk", query, projected_keys)  # (B, T_q, T_v)
         d_q = query.shape[-1]
-        projected_query = ops.matmul(query, self.concat_kernel[:d_q])  # (B, T_q, U)
+        projected_query = attention_ops.dense_project(query, self.concat_kernel[:d_q])  # (B, T_q, U)
         # W_q h_t + W_k hbar_s broadcast to (B, T_q, T_v, U).
         hidden = ops.expand_dims(projected_query, 2) + ops.expand_dims(projected_keys, 1)
-        return ops.einsum("bqku,u->bqk", ops.tanh(hidden), self.score_vector)  # (B, T_q, T_v)
+        return ops.sum(ops.tanh(hidden) * self.score_vector, axis=-1)  # (B, T_q, T_v)
 
     def _local_weights(self, scores, query, value, value_mask):
         """Softmax inside the window around p_t, times the Gaussian, in float32."""

@@ -153,7 +153,7 @@ class MultiHeadAttention(keras.layers.Layer):
     def _project(self, x, kernel, bias):
         """(B, T, d) -> (B, T, N, H) with one matrix product."""
         d, n, h = kernel.shape
-        y = ops.matmul(x, ops.reshape(kernel, (d, n * h)))  # (B, T, N*H)
+        y = attention_ops.dense_project(x, ops.reshape(kernel, (d, n * h)))  # (B, T, N*H)
         y = ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], n, h))  # (B, T, N, H)
         if bias is not None:
             y = y + bias
@@ -252,7 +252,7 @@ class MultiHeadAttention(keras.layers.Layer):
         n, hv, out_dim = self.output_kernel.shape
         batch, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (batch, length, n * hv))  # (B, T_q, N*Hv)
-        output = ops.matmul(context, ops.reshape(self.output_kernel, (n * hv, out_dim)))
+        output = attention_ops.dense_project(context, ops.reshape(self.output_kernel, (n * hv, out_dim)))
         if self.output_bias is not None:
             output = output + self.output_bias  # (B, T_q, d_out)
 

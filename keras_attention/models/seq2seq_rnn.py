@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_attention.layers import BahdanauAttention, LuongAttention
 from keras_attention.layers.validation import check_choice, check_positive_int, check_rate
+from keras_attention.models.time_scan import scan_carry
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -204,21 +205,21 @@ class Seq2SeqRNN(keras.Model):
         embedded = self.dropout_layer(self.target_embedding(target_in), training=training)
         steps = ops.transpose(embedded, (1, 0, 2))  # (T, B, E): scan runs over time
 
-        # Keras' scan wants each step's output shaped like the carry, so the
-        # carry also holds the step's output features and attention weights.
+        # The carry also holds each step's output features and attention
+        # weights, so that stacking the carries over time gives the outputs.
         batch = ops.shape(source_ids)[0]
         carry["features"] = ops.zeros((batch, self._features_dim(constants)), embedded.dtype)
         if self.attention is not None:
             carry["weights"] = ops.zeros_like(ops.cast(constants["source_mask"], embedded.dtype))
 
-        def body(carry, x):
+        def step(carry, x):
             new_carry, features, weights = self._step(carry, x, constants)
             new_carry["features"] = features
             if weights is not None:
                 new_carry["weights"] = ops.cast(weights, x.dtype)
-            return new_carry, new_carry
+            return new_carry
 
-        _, outputs = ops.scan(body, carry, steps)  # every entry (T, B, ...)
+        outputs = scan_carry(step, carry, steps)  # every entry (T, B, ...)
         features = ops.transpose(outputs["features"], (1, 0, 2))  # (B, T, F)
         logits = self._logits(features, training=training)
         if not return_attention:

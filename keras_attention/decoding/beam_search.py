@@ -1,0 +1,153 @@
+"""Beam search with the GNMT length penalty and early stopping on the end token."""
+
+import keras
+from keras import ops
+
+from keras_attention.decoding.common import (
+    NEG_INF,
+    DecodeResult,
+    check_attention,
+    check_common_arguments,
+    check_non_negative_float,
+    mask_padding,
+    write_column,
+)
+from keras_attention.layers.validation import check_positive_int
+
+
+def length_penalty_factor(lengths, alpha):
+    """GNMT's lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, eq. 14)."""
+    return ops.power((5.0 + ops.cast(lengths, "float32")) / 6.0, alpha)
+
+
+def beam_search(
+    model,
+    source_ids,
+    start_id,
+    end_id,
+    max_length,
+    beam_size=4,
+    length_penalty=0.6,
+    return_attention=False,
+):
+    """Translate a batch keeping the `beam_size` best hypotheses at each step.
+
+    Every source row gets `beam_size` hypotheses, decoded together as one
+    batch of `B * beam_size` rows (the model's state is repeated once after
+    the encoder and reordered with the surviving hypotheses at every step).
+    Hypotheses are ranked by GNMT's length-normalised score (Wu et al. 2016,
+    https://arxiv.org/abs/1609.08144, section 7):
+
+        score(Y) = log P(Y | X) / lp(Y),  lp(Y) = ((5 + |Y|) / 6) ** alpha
+
+    with `|Y|` the number of emitted tokens, the end token included, and
+    `alpha = length_penalty` (0 ranks by the raw log-probability). A
+    hypothesis that emits `end_id` is finished: it keeps its beam slot and its
+    score, only pads from then on, and leaves the beam only if `beam_size`
+    better hypotheses turn up. The graph `while` loop stops when every
+    hypothesis of every row has finished, or after `max_length` tokens.
+    Unfinished hypotheses at `max_length` are scored at that length. The
+    padding id 0 is never emitted. With `beam_size=1` this is greedy decoding.
+
+    Args:
+        model: a model with `init_decoding_state` and `decode_step`, such as
+            `models.Transformer` or `models.Seq2SeqRNN`.
+        source_ids: int `(B, S)` source token ids, 0 for padding.
+        start_id: int. The [START] token id.
+        end_id: int. The [END] token id (kept in the output).
+        max_length: int. Most tokens a hypothesis may emit.
+        beam_size: int >= 1. Hypotheses kept per row. Defaults to 4.
+        length_penalty: float >= 0. GNMT's alpha. Defaults to 0.6.
+        return_attention: bool. Also return each hypothesis' attention rows,
+            reordered along with it. Defaults to False.
+
+    Returns:
+        A `DecodeResult` with a beam axis, best hypothesis first: `tokens`
+        int32 `(B, K, max_length)`, `scores` float32 `(B, K)` (length
+        penalised), `log_probs` float32 `(B, K)`, `lengths` int32 `(B, K)`,
+        `attention` float32 `(B, K, max_length, S)` or None. Use
+        `result.best()` for the top hypothesis alone. When fewer than `K`
+        hypotheses exist (a tiny vocabulary), the extra ones score -inf.
+
+    Example:
+
+    >>> model = Transformer(30, 30, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32)
+    >>> source = keras.ops.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
+    >>> _ = model((source, source))  # build (or train, or load) the model first
+    >>> result = beam_search(model, source, 1, 2, max_length=6, beam_size=3)
+    >>> tuple(result.tokens.shape), tuple(result.best().tokens.shape)
+    ((2, 3, 6), (2, 6))
+    """
+    source_ids = check_common_arguments(model, source_ids, start_id, end_id, max_length)
+    beam = check_positive_int("beam_size", beam_size)
+    alpha = check_non_negative_float("length_penalty", length_penalty)
+    batch, source_length = ops.shape(source_ids)[0], ops.shape(source_ids)[1]
+
+    # Encode once, then give each hypothesis its own copy: row b * K + k.
+    state = model.init_decoding_state(source_ids, max_length)
+    state = keras.tree.map_structure(lambda t: ops.repeat(t, beam, axis=0), state)
+    offsets = ops.expand_dims(ops.arange(batch, dtype="int32") * beam, 1)  # (B, 1)
+
+    def step(index, state, inputs, finished, lengths, log_probs, tokens, attention):
+        logits, state, step_attention = model.decode_step(state, inputs, index)
+        if return_attention:
+            step_attention = check_attention(step_attention, True)  # (BK, S)
+        else:
+            step_attention = ops.zeros((batch * beam,), "float32")  # a batch-major placeholder
+        step_log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # (BK, V)
+        vocab = ops.shape(step_log_probs)[-1]
+        step_log_probs = mask_padding(ops.reshape(step_log_probs, (batch, beam, vocab)))
+        # A finished hypothesis has one continuation: padding, at no cost.
+        pad_only = ops.where(ops.equal(ops.arange(vocab), 0), 0.0, NEG_INF)  # (V,)
+        step_log_probs = ops.where(ops.expand_dims(finished, -1), pad_only, step_log_probs)
+
+        # Rank the K * V candidates by their length-penalised scores.
+        candidate_log_probs = ops.expand_dims(log_probs, -1) + step_log_probs  # (B, K, V)
+        new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")  # (B, K)
+        candidate_scores = candidate_log_probs / ops.expand_dims(length_penalty_factor(new_lengths, alpha), -1)
+        flat_scores = ops.reshape(candidate_scores, (batch, beam * vocab))
+        _, best = ops.top_k(flat_scores, beam, sorted=True)  # (B, K), best first
+        parents, next_tokens = best // vocab, ops.cast(best % vocab, "int32")
+
+        # Reorder everything along with the surviving hypotheses.
+        log_probs = ops.take_along_axis(ops.reshape(candidate_log_probs, (batch, -1)), best, axis=1)
+        was_finished = ops.take_along_axis(finished, parents, axis=1)
+        lengths = ops.take_along_axis(new_lengths, parents, axis=1)
+        flat_parents = ops.reshape(offsets + ops.cast(parents, "int32"), (-1,))  # (BK,)
+        state, tokens, step_attention, attention = keras.tree.map_structure(
+            lambda t: ops.take(t, flat_parents, axis=0), (state, tokens, step_attention, attention)
+        )
+        # Hypotheses at -inf (fewer candidates than beams) count as finished.
+        dead = ops.logical_or(was_finished, ops.equal(log_probs, NEG_INF))  # (B, K)
+        next_tokens = ops.reshape(ops.where(dead, 0, next_tokens), (-1,))  # (BK,)
+        tokens = write_column(tokens, index, next_tokens)  # (BK, L)
+        if return_attention:
+            step_attention = ops.where(ops.reshape(dead, (-1, 1)), 0.0, step_attention)
+            attention = write_column(attention, index, step_attention)  # (BK, L, S)
+        finished = ops.logical_or(dead, ops.equal(ops.reshape(next_tokens, (batch, beam)), end_id))
+        return index + 1, state, next_tokens, finished, lengths, log_probs, tokens, attention
+
+    def keep_going(index, state, inputs, finished, *_):
+        return ops.logical_and(index < max_length, ops.logical_not(ops.all(finished)))
+
+    # One live hypothesis per row to begin with; the copies start at -inf so
+    # that the first step does not pick the same continuation K times.
+    first = ops.equal(ops.arange(beam), 0)
+    # Per-hypothesis buffers are batch-major, (B * K, ...), like the state.
+    attention_shape = (batch * beam, max_length, source_length) if return_attention else (batch * beam,)
+    loop_vars = (
+        ops.convert_to_tensor(0, "int32"),
+        state,
+        ops.full((batch * beam,), start_id, "int32"),
+        ops.zeros((batch, beam), "bool"),
+        ops.zeros((batch, beam), "int32"),
+        ops.broadcast_to(ops.where(first, 0.0, NEG_INF), (batch, beam)),
+        ops.zeros((batch * beam, max_length), "int32"),
+        ops.zeros(attention_shape, "float32"),
+    )
+    *_, lengths, log_probs, tokens, attention = ops.while_loop(keep_going, step, loop_vars)
+    scores = log_probs / length_penalty_factor(lengths, alpha)  # sorted: the last top_k ranked by it
+    tokens = ops.reshape(tokens, (batch, beam, max_length))
+    if return_attention:
+        attention = ops.reshape(attention, (batch, beam, max_length, source_length))
+    return DecodeResult(tokens, scores, log_probs, lengths, attention if return_attention else None)

@@ -1,0 +1,141 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attention.models import Transformer
+
+from keras_attention.decoding import UncachedDecoder, greedy_decode
+from tests.decoding.decoding_helpers import (
+    END,
+    REAL_MODELS,
+    START,
+    ToyModel,
+    build_real_model,
+    np_greedy,
+    real_source,
+    teacher_forced,
+    toy_source,
+)
+
+
+@pytest.fixture(scope="module", params=REAL_MODELS)
+def real_model(request):
+    return request.param, build_real_model(request.param)
+
+
+def end_id_seen_mid_sequence(model, source, max_length):
+    """A token that greedy decoding emits for the first time at position >= 2
+    of some row, and that position, so that random models also exercise
+    stopping; (END, None) if there is none."""
+    tokens = greedy_decode(model, source, START, END, max_length).tokens.numpy()
+    for row in tokens:
+        for t in range(2, max_length - 1):
+            if row[t] not in row[:t] and row[t] != START:
+                return int(row[t]), t
+    return END, None
+
+
+def test_toy_matches_numpy_argmax_loop():
+    toy, source = ToyModel(vocab=7, max_length=8, seed=1, end_bias=0.5), toy_source(batch=6)
+    result = greedy_decode(toy, source, START, END, 8, return_attention=True)
+    tokens, scores = np_greedy(toy, source, 8)
+    np.testing.assert_array_equal(result.tokens.numpy(), tokens)
+    np.testing.assert_allclose(result.scores.numpy(), scores, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(result.log_probs.numpy(), scores, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(result.lengths.numpy(), (tokens > 0).sum(1))
+    assert (tokens == END).any() and (tokens[:, -1] == 0).any(), "the toy should exercise stopping"
+    # Attention rows: the reference's, then zeros after the end.
+    for b, row in enumerate(source):
+        prefix = [START]
+        for t in range(8):
+            expected = toy.np_step(row, prefix)[1] if t < result.lengths[b] else np.zeros(len(row))
+            np.testing.assert_array_equal(result.attention.numpy()[b, t], expected)
+            prefix.append(tokens[b, t])
+
+
+def test_stops_early_when_every_row_has_ended():
+    toy = ToyModel(max_length=6, end_bias=20.0)
+    result = greedy_decode(toy, toy_source(), START, END, 6)
+    np.testing.assert_array_equal(result.tokens.numpy()[:, 0], END)
+    assert toy.calls == 1
+
+
+def test_cached_equals_uncached_and_teacher_forced_scores(real_model):
+    name, model = real_model
+    source = real_source()
+    end_id, end_position = end_id_seen_mid_sequence(model, source, 10)
+    with_attention = name != "rnn_none"
+    cached = greedy_decode(model, source, START, end_id, 10, return_attention=with_attention)
+    uncached = greedy_decode(UncachedDecoder(model), source, START, end_id, 10)
+    tokens = cached.tokens.numpy()
+    np.testing.assert_array_equal(tokens, uncached.tokens.numpy())
+    np.testing.assert_allclose(cached.scores.numpy(), uncached.scores.numpy(), atol=1e-4)
+    if end_position is not None:
+        row = np.flatnonzero(tokens[:, end_position] == end_id)[0]
+        assert (tokens[row, end_position + 1 :] == 0).all()
+
+    # Independent scoring: the full pass on the decoded sequence.
+    log_probs, attention = teacher_forced(model, source, tokens)
+    np.testing.assert_allclose(cached.scores.numpy(), log_probs.sum(1), rtol=1e-4, atol=1e-4)
+    if with_attention:
+        alive = (tokens > 0)[..., None]
+        np.testing.assert_allclose(cached.attention.numpy(), np.where(alive, attention, 0), atol=1e-5)
+    else:
+        assert cached.attention is None
+
+
+def test_tf_function_with_unknown_batch_and_length():
+    model = build_real_model("transformer_post")
+    decode = tf.function(
+        lambda source: greedy_decode(model, source, START, END, 7, return_attention=True),
+        input_signature=[tf.TensorSpec((None, None), tf.int32)],
+    )
+    source = real_source()
+    eager = greedy_decode(model, source, START, END, 7, return_attention=True)
+    for batch in (source, source[:1, :3]):
+        graph = decode(batch)
+        expected = greedy_decode(model, batch, START, END, 7)
+        np.testing.assert_array_equal(graph.tokens.numpy(), expected.tokens.numpy())
+        np.testing.assert_allclose(graph.scores.numpy(), expected.scores.numpy(), atol=1e-5)
+    np.testing.assert_allclose(decode(source).attention.numpy(), eager.attention.numpy(), atol=1e-6)
+    assert decode.experimental_get_tracing_count() == 1
+
+
+def test_empty_batch():
+    model = build_real_model("transformer_pre")
+    result = greedy_decode(model, np.zeros((0, 5), "int32"), START, END, 4, return_attention=True)
+    assert result.tokens.shape == (0, 4) and result.scores.shape == (0,)
+    assert result.attention.shape == (0, 4, 5) and result.tokens.dtype == "int32"
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"max_length": 0}, "max_length=0"),
+        ({"max_length": 2.5}, "max_length=2.5"),
+        ({"start_id": 0}, "start_id=0"),
+        ({"end_id": -1}, "end_id=-1"),
+        ({"source_ids": np.zeros((3,), "int32")}, r"source_ids.shape=\(3,\)"),
+        ({"source_ids": np.zeros((2, 3, 4), "int32")}, r"source_ids.shape=\(2, 3, 4\)"),
+        ({"source_ids": np.zeros((2, 3), "float32")}, "source_ids.dtype=float32"),
+    ],
+)
+def test_bad_arguments(kwargs, match):
+    arguments = dict(model=ToyModel(), source_ids=toy_source(), start_id=START, end_id=END, max_length=4)
+    with pytest.raises(ValueError, match=match):
+        greedy_decode(**{**arguments, **kwargs})
+
+
+def test_models_that_cannot_decode_are_errors():
+    with pytest.raises(ValueError, match="model="):
+        greedy_decode(object(), real_source(), START, END, 4)
+    unbuilt = Transformer(30, 30, num_layers=1, d_model=8, num_heads=2, intermediate_dim=8)
+    for model in (unbuilt, UncachedDecoder(unbuilt)):
+        with pytest.raises(ValueError, match="must be built"):
+            greedy_decode(model, real_source(), START, END, 4)
+
+
+def test_attention_from_a_model_without_attention_is_an_error():
+    model = build_real_model("rnn_none")
+    with pytest.raises(ValueError, match="return_attention=True"):
+        greedy_decode(model, real_source(), START, END, 4, return_attention=True)
