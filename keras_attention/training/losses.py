@@ -6,6 +6,23 @@ from keras import ops
 from keras_attention.layers.validation import check_rate
 
 
+def _sum_over_replicas(value):
+    """`value` summed over all replicas when called inside `strategy.run`, else `value`.
+
+    Keras calls a loss once per replica on that replica's part of the batch.
+    Summing the token count over replicas lets each replica divide by the
+    count of the whole global batch.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return value
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class MaskedSparseCrossEntropy(keras.losses.Loss):
     """Per-token cross-entropy from logits that ignores padding.
@@ -13,6 +30,14 @@ class MaskedSparseCrossEntropy(keras.losses.Loss):
     Padding (`y_true == pad_id`) contributes nothing, and the loss is the mean
     over the real tokens of the batch, so a batch padded to a longer length
     gives exactly the same loss.
+
+    Under a `tf.distribute` strategy each replica returns the sum of its
+    token losses divided by the token count of the whole global batch (an
+    all-reduce of the counts). Keras adds up the replicas' gradients, so the
+    update is that of the global per-token mean, exactly, however unevenly
+    the real tokens fall between replicas. (Keras divides only losses with a
+    mean reduction by the replica count; this loss has `reduction="none"`
+    and is not divided again.)
 
     With `label_smoothing=eps` the target distribution is (1 - eps) on the
     true token plus eps spread evenly over the whole vocabulary of size V, as
@@ -54,7 +79,8 @@ class MaskedSparseCrossEntropy(keras.losses.Loss):
             eps = self.label_smoothing
             per_token = (1.0 - eps) * per_token - eps * ops.mean(log_probs, axis=-1)
         mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
-        return ops.sum(per_token * mask) / ops.maximum(ops.sum(mask), 1.0)
+        count = _sum_over_replicas(ops.sum(mask))  # real tokens in the global batch
+        return ops.sum(per_token * mask) / ops.maximum(ops.stop_gradient(count), 1.0)
 
     def get_config(self):
         config = super().get_config()

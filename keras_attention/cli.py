@@ -1,0 +1,229 @@
+"""`keras-attention`: train, evaluate, translate, export, and a one-command demo."""
+
+import argparse
+import os
+import sys
+
+from keras_attention import DATA_ENV_VAR
+
+MODELS = ("transformer", "bahdanau", "luong", "rnn")
+PRESETS = ("tiny", "small", "base", "big")
+
+
+def _add_data_flags(parser):
+    group = parser.add_argument_group("data")
+    group.add_argument("--dataset", default="multi30k", choices=("multi30k", "dates", "files", "tsv", "tfds"))
+    group.add_argument("--source", default="en", help="source language (default: en)")
+    group.add_argument("--target", default="de", help="target language (default: de)")
+    group.add_argument("--data-dir", help=f"corpus folder (default: ${DATA_ENV_VAR}, then the Keras cache)")
+    group.add_argument("--train-files", nargs="+", help="files: SOURCE TARGET; tsv: FILE")
+    group.add_argument("--valid-files", nargs="+")
+    group.add_argument("--test-files", nargs="+")
+    group.add_argument("--tfds-name", help="a TFDS translation data set, e.g. wmt14_translate/de-en")
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="keras-attention",
+        description="Train, evaluate and run attention translation models (Keras 3).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train a translator with model.fit")
+    train.add_argument("--model", default="transformer", choices=MODELS)
+    train.add_argument("--preset", default="small", choices=PRESETS)
+    _add_data_flags(train)
+    train.add_argument("--vocab-size", type=int, default=8000)
+    train.add_argument("--lower-case", action="store_true")
+    train.add_argument("--max-length", type=int, default=64, help="longest sentence in tokens")
+    train.add_argument("--epochs", type=int, default=10)
+    train.add_argument("--batch-size", type=int, default=64, help="global batch, in sentences")
+    train.add_argument("--learning-rate", type=float)
+    train.add_argument("--warmup-steps", type=int)
+    train.add_argument("--label-smoothing", type=float, default=0.1)
+    train.add_argument("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker"))
+    train.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"))
+    train.add_argument("--no-jit", action="store_true", help="do not compile with XLA")
+    train.add_argument("--output", default="runs/latest", help="output folder")
+    train.add_argument("--max-train-examples", type=int)
+    train.add_argument("--seed", type=int, default=0)
+
+    evaluate = commands.add_parser("evaluate", help="BLEU and chrF of a saved translator")
+    evaluate.add_argument("translator", help="folder written by train (…/translator)")
+    _add_data_flags(evaluate)
+    evaluate.add_argument("--split", default="test", choices=("train", "valid", "test"))
+    _add_decoding_flags(evaluate)
+
+    translate = commands.add_parser("translate", help="translate sentences (arguments or stdin)")
+    translate.add_argument("translator", help="folder written by train (…/translator)")
+    translate.add_argument("sentences", nargs="*", help="sentences; read from stdin when none")
+    _add_decoding_flags(translate)
+    translate.add_argument("--plot-attention", metavar="FILE.png", help="save the first sentence's attention map")
+
+    demo = commands.add_parser("demo", help="train a small attention model, report BLEU, translate, export")
+    demo.add_argument("--output", default="runs/demo")
+    demo.add_argument("--quick", action="store_true", help="a tiny run for tests (seconds, not minutes)")
+    demo.add_argument("--data-dir")
+
+    export = commands.add_parser("export", help="write a SavedModel for TF Serving: strings in, translations out")
+    export.add_argument("translator", help="folder written by train (…/translator)")
+    export.add_argument("output_dir", help="the model's base folder; the SavedModel goes to OUTPUT_DIR/VERSION")
+    export.add_argument("--method", default="beam", choices=("greedy", "beam"))
+    export.add_argument("--beam-size", type=int, default=4)
+    export.add_argument("--length-penalty", type=float, default=0.6)
+    export.add_argument("--max-length", type=int, help="most output tokens (default: the translator's)")
+    export.add_argument("--version", type=int, help="version folder (default: the next free number, 1 at first)")
+    return parser
+
+
+def _add_decoding_flags(parser):
+    group = parser.add_argument_group("decoding")
+    group.add_argument("--method", default="greedy", choices=("greedy", "beam", "sample"))
+    group.add_argument("--beam-size", type=int, default=4)
+    group.add_argument("--length-penalty", type=float, default=0.6)
+    group.add_argument("--temperature", type=float, default=1.0)
+    group.add_argument("--top-k", type=int)
+    group.add_argument("--top-p", type=float)
+    group.add_argument("--seed", type=int)
+
+
+def _decoding_options(args):
+    if args.method == "beam":
+        return {"beam_size": args.beam_size, "length_penalty": args.length_penalty}
+    if args.method == "sample":
+        return {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
+    return {}
+
+
+def _config_from_args(args):
+    from keras_attention.training.recipe import TrainConfig
+
+    return TrainConfig(
+        model=args.model, preset=args.preset, dataset=args.dataset, source=args.source,
+        target=args.target, data_dir=args.data_dir, train_files=_tuple(args.train_files),
+        valid_files=_tuple(args.valid_files), test_files=_tuple(args.test_files),
+        tfds_name=args.tfds_name, vocab_size=args.vocab_size, lower_case=args.lower_case,
+        max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
+        learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
+        label_smoothing=args.label_smoothing, strategy=args.strategy, precision=args.precision,
+        jit_compile=not args.no_jit, output_dir=args.output,
+        max_train_examples=args.max_train_examples, seed=args.seed,
+    )
+
+
+def _tuple(values):
+    return tuple(values) if values else None
+
+
+def _read_stdin_lines():
+    """Lines of stdin as str; bytes that are not UTF-8 are replaced, with a warning."""
+    lines = []
+    for number, raw in enumerate(sys.stdin.buffer.read().splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            print(f"warning: stdin line {number} is not valid UTF-8 ({error.reason} at byte "
+                  f"{error.start}); undecodable bytes replaced with U+FFFD", file=sys.stderr)
+            line = raw.decode("utf-8", errors="replace")
+        lines.append(line)
+    return lines
+
+
+def _print_summary(results):
+    print("\n=== Summary ===")
+    print(f"data:       {results['data']}")
+    print(f"parameters: {results['parameters']:,}")
+    print(f"training:   {results['train_seconds']:.0f} s")
+    test = results.get("test")
+    if test:
+        print(f"test BLEU:  {test['bleu']:.2f} (cased, 13a), {test['bleu_lowercase']:.2f} "
+              f"(lower-cased); chrF {test['chrf']:.2f} on {test['num_sentences']} sentences")
+    for reference, output in results.get("examples", []):
+        print(f"  reference: {reference}\n  output:    {output}")
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (ValueError, FileNotFoundError, OSError) as error:
+        print(f"keras-attention {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.command == "train":
+        from keras_attention.training.recipe import train
+
+        _, results = train(_config_from_args(args))
+        _print_summary(results)
+        print(f"saved: {os.path.join(args.output, 'translator')}")
+        return 0
+    if args.command == "demo":
+        from keras_attention.demo import run_demo
+
+        return run_demo(args.output, quick=args.quick, data_dir=args.data_dir)
+
+    if args.command == "export":
+        return _export(args)
+
+    from keras_attention.decoding.translator import Translator
+
+    translator = Translator.load(args.translator)
+    options = _decoding_options(args)
+    if args.command == "evaluate":
+        from keras_attention.training.evaluation import evaluate_bleu
+        from keras_attention.training.recipe import load_splits
+
+        config = _config_from_args_for_data(args)
+        splits, description = load_splits(config)
+        pairs = dict(zip(("train", "valid", "test"), splits))[args.split]
+        if pairs is None:
+            raise ValueError(f"No {args.split} split for this data set. Received: --split {args.split}")
+        scores = evaluate_bleu(translator, pairs, method=args.method, **options)
+        print(f"{description}, {args.split}: BLEU {scores['bleu']:.2f} (cased, 13a), "
+              f"{scores['bleu_lowercase']:.2f} (lower-cased), chrF {scores['chrf']:.2f}, "
+              f"{scores['num_sentences']} sentences")
+        return 0
+    sentences = args.sentences or _read_stdin_lines()
+    result = translator.translate(sentences, method=args.method,
+                                  return_attention=bool(args.plot_attention), **options)
+    for text in result.texts:
+        print(text)
+    if args.plot_attention and result.texts:
+        if result.attention is None:
+            raise ValueError("This model has no attention to plot (a fixed-vector RNN).")
+        from keras_attention.plotting import plot_attention
+
+        plot_attention(result.attention[0], result.source_tokens[0], result.target_tokens[0],
+                       path=args.plot_attention)
+        print(f"attention map: {args.plot_attention}", file=sys.stderr)
+    return 0
+
+
+def _config_from_args_for_data(args):
+    from keras_attention.training.recipe import TrainConfig
+
+    return TrainConfig(dataset=args.dataset, source=args.source, target=args.target,
+                       data_dir=args.data_dir, train_files=_tuple(args.train_files),
+                       valid_files=_tuple(args.valid_files), test_files=_tuple(args.test_files),
+                       tfds_name=args.tfds_name)
+
+
+def _export(args):
+    # The saved model's compile config names our loss and metric: register them first.
+    import keras_attention.training.losses  # noqa: F401
+    import keras_attention.training.metrics  # noqa: F401
+    from keras_attention.decoding.translator import Translator
+    from keras_attention.serving import export
+
+    translator = Translator.load(args.translator)
+    path = export(translator, args.output_dir, method=args.method, beam_size=args.beam_size,
+                  length_penalty=args.length_penalty, max_length=args.max_length, version=args.version)
+    print(f"exported: {path} (signatures serving_default and translate_ids, {args.method} decoding)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

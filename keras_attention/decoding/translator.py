@@ -1,0 +1,215 @@
+"""`Translator`: tokenizers + model + decoding, from sentences to sentences."""
+
+import dataclasses
+import json
+import os
+import warnings
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_attention.data.tokenizers import SubwordTokenizer
+from keras_attention.decoding.beam_search import beam_search
+from keras_attention.decoding.greedy import greedy_decode
+from keras_attention.decoding.sampling import sample
+from keras_attention.layers.validation import check_choice, check_positive_int
+# Registers the model classes, so `Translator.load` can rebuild them in a fresh process.
+from keras_attention import models  # noqa: F401
+
+METHODS = ("greedy", "beam", "sample")
+
+
+@dataclasses.dataclass
+class Translation:
+    """What `Translator.translate` returns for a batch of sentences.
+
+    Attributes:
+        texts: list of str, one translation a sentence.
+        tokens: int array `(B, L)` of output ids (no [START]).
+        scores: float array `(B,)`: summed log-probabilities (greedy, sample)
+            or the length-penalised score of the best beam.
+        attention: float array `(B, L, S)` over the source tokens, or None.
+        source_tokens: list of lists of str, the source pieces (for plots).
+        target_tokens: list of lists of str, the output pieces (for plots).
+        truncated: int, how many sentences were cut to `max_source_length`.
+    """
+
+    texts: list
+    tokens: np.ndarray
+    scores: np.ndarray
+    attention: object = None
+    source_tokens: list = None
+    target_tokens: list = None
+    truncated: int = 0
+
+
+class Translator(tf.Module):
+    """Translate raw sentences with a trained model.
+
+    Tokenizes the source (adding [START] and [END]), cuts sentences longer
+    than `max_source_length` tokens (with a warning), runs greedy, beam or
+    sampled decoding with the model's caches, and detokenizes. Everything from
+    strings to strings runs in TensorFlow, so `keras_attention.serving`
+    can export it as a SavedModel.
+
+    Args:
+        model: a `Transformer` or `Seq2SeqRNN` (anything with the decoding
+            interface `init_decoding_state` / `decode_step`).
+        source_tokenizer, target_tokenizer: `SubwordTokenizer`s the model was
+            trained with.
+        max_source_length: int. Longest source, markers included. Defaults to 128.
+        max_target_length: int. Most output tokens. Defaults to 128.
+
+    Example:
+
+    >>> translator = Translator(model, en_tokenizer, de_tokenizer)  # doctest: +SKIP
+    >>> translator(["A man runs."])  # doctest: +SKIP
+    ['Ein Mann rennt.']
+    """
+
+    def __init__(
+        self, model, source_tokenizer, target_tokenizer, max_source_length=128, max_target_length=128
+    ):
+        super().__init__(name="translator")
+        self.model = model
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.max_source_length = check_positive_int("max_source_length", max_source_length)
+        self.max_target_length = check_positive_int("max_target_length", max_target_length)
+        model_max = getattr(model, "max_length", None)
+        if model_max is not None and max_target_length > model_max:
+            raise ValueError(
+                f"`max_target_length` exceeds the model's maximum length {model_max}. "
+                f"Received: max_target_length={max_target_length}"
+            )
+
+    # Graph pieces (also used by the SavedModel export) ------------------------
+
+    def source_ids(self, sentences):
+        """Strings `(B,)` -> int32 `(B, S)` ids with [START]/[END], 0-padded,
+        cut to `max_source_length` (keeping [END]); and the uncut lengths."""
+        tok = self.source_tokenizer
+        pieces = tok.tokenize(tf.convert_to_tensor(sentences, tf.string))  # ragged (B, None)
+        lengths = pieces.row_lengths() + 2
+        pieces = pieces[:, : self.max_source_length - 2]
+        batch = pieces.nrows()
+        start = tf.fill([batch, 1], tf.constant(tok.start_id, tf.int32))
+        end = tf.fill([batch, 1], tf.constant(tok.end_id, tf.int32))
+        ids = tf.concat([start, tf.cast(pieces, tf.int32), end], axis=1)  # ragged (B, None)
+        return ids.to_tensor(default_value=tok.pad_id), lengths
+
+    def decode_ids(self, source_ids, method="greedy", beam_size=4, length_penalty=0.6,
+                   temperature=1.0, top_k=None, top_p=None, seed=None, return_attention=False):
+        """Source ids `(B, S)` -> the decoding result (tokens, scores, attention)."""
+        common = dict(
+            start_id=self.target_tokenizer.start_id,
+            end_id=self.target_tokenizer.end_id,
+            max_length=self.max_target_length,
+            return_attention=return_attention,
+        )
+        if method == "greedy":
+            return greedy_decode(self.model, source_ids, **common)
+        if method == "beam":
+            return beam_search(
+                self.model, source_ids, beam_size=beam_size, length_penalty=length_penalty, **common
+            ).best()
+        common.pop("return_attention")
+        return sample(
+            self.model, source_ids, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, **common
+        )
+
+    # Python API ---------------------------------------------------------------
+
+    def translate(self, sentences, method="greedy", return_attention=False, **options):
+        """Translate a list of sentences.
+
+        Args:
+            sentences: list of str (or a single str).
+            method: "greedy", "beam" or "sample". Defaults to "greedy".
+            return_attention: bool. Also return attention maps and tokens.
+            **options: `beam_size`, `length_penalty` (beam); `temperature`,
+                `top_k`, `top_p`, `seed` (sample).
+
+        Returns:
+            A `Translation`.
+        """
+        check_choice("method", method, METHODS)
+        if isinstance(sentences, str):
+            sentences = [sentences]
+        sentences = [s if isinstance(s, str) else bytes(s).decode("utf-8", "replace") for s in sentences]
+        if not sentences:
+            return Translation([], np.zeros((0, 0), "int32"), np.zeros((0,), "float32"))
+        ids, lengths = self.source_ids(sentences)
+        truncated = int(np.sum(lengths.numpy() > self.max_source_length))
+        if truncated:
+            warnings.warn(
+                f"{truncated} of {len(sentences)} sentences are longer than "
+                f"max_source_length={self.max_source_length} tokens and were truncated.",
+                stacklevel=2,
+            )
+        result = self.decode_ids(ids, method=method, return_attention=return_attention, **options)
+        tokens = np.asarray(result.tokens)
+        texts = [t.decode("utf-8") for t in self.target_tokenizer.detokenize(tokens).numpy()]
+        translation = Translation(texts, tokens, np.asarray(result.scores), truncated=truncated)
+        if return_attention:
+            translation.attention = np.asarray(result.attention)
+            translation.source_tokens = _pieces(self.source_tokenizer, ids.numpy())
+            translation.target_tokens = _pieces(self.target_tokenizer, tokens)
+        return translation
+
+    def __call__(self, sentences, method="greedy", **options):
+        """`translate(...).texts`: a list of translated strings."""
+        return self.translate(sentences, method=method, **options).texts
+
+    # Saving -------------------------------------------------------------------
+
+    def save(self, directory):
+        """Write `model.keras`, both vocabularies and `translator.json` to `directory`."""
+        os.makedirs(directory, exist_ok=True)
+        self.model.save(os.path.join(directory, "model.keras"))
+        config = {
+            "max_source_length": self.max_source_length,
+            "max_target_length": self.max_target_length,
+            "source_tokenizer": self.source_tokenizer.get_config(),
+            "target_tokenizer": self.target_tokenizer.get_config(),
+        }
+        with open(os.path.join(directory, "translator.json"), "w", encoding="utf-8") as f:
+            json.dump(config, f, ensure_ascii=False)
+
+    @classmethod
+    def load(cls, directory):
+        """Rebuild a translator written by `save`."""
+        config_path = os.path.join(directory, "translator.json")
+        if not os.path.exists(config_path):
+            raise FileNotFoundError(
+                f"No translator in {directory!r}: {config_path!r} is missing "
+                "(write one with Translator.save or `keras-attention train`)."
+            )
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+        # compile=False: inference needs no optimizer or loss.
+        model = keras.models.load_model(os.path.join(directory, "model.keras"), compile=False)
+        return cls(
+            model,
+            SubwordTokenizer.from_config(config["source_tokenizer"]),
+            SubwordTokenizer.from_config(config["target_tokenizer"]),
+            max_source_length=config["max_source_length"],
+            max_target_length=config["max_target_length"],
+        )
+
+
+def _pieces(tokenizer, ids):
+    """Token strings for each row of `ids`, without padding and after [END]."""
+    vocabulary = tokenizer.vocabulary
+    rows = []
+    for row in ids:
+        tokens = []
+        for i in row:
+            if i == tokenizer.pad_id:
+                continue
+            tokens.append(vocabulary[i])
+            if i == tokenizer.end_id:
+                break
+        rows.append(tokens)
+    return rows

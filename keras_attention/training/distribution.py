@@ -1,0 +1,105 @@
+"""Choosing a `tf.distribute` strategy, and the precision and XLA switches."""
+
+import json
+import os
+
+import keras
+import tensorflow as tf
+
+from keras_attention.layers.validation import check_choice
+
+STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+def get_strategy(name="auto"):
+    """A distribution strategy by name.
+
+    - `"auto"`: `MirroredStrategy` over all GPUs when there are two or more,
+      else the default (single-device) strategy.
+    - `"default"`: one device.
+    - `"mirrored"`: `MirroredStrategy` over all GPUs, or over all logical CPU
+      devices when there is no GPU (useful for tests).
+    - `"multi_worker"`: `MultiWorkerMirroredStrategy`, configured from the
+      `TF_CONFIG` environment variable (which must be set). Ask for it at the
+      start of the program: TensorFlow refuses once it has run anything.
+
+    The batch size given to `fit` and to the data pipeline stays the global
+    batch; each of the N replicas computes on 1/N of it.
+
+    Args:
+        name: one of `STRATEGIES`. Defaults to "auto".
+
+    Returns:
+        A `tf.distribute.Strategy`.
+    """
+    check_choice("strategy", name, STRATEGIES)
+    if name == "multi_worker":  # before anything lists devices: that starts TensorFlow's runtime
+        return _multi_worker_strategy()
+    gpus = tf.config.list_logical_devices("GPU")
+    if name == "auto":
+        return tf.distribute.MirroredStrategy() if len(gpus) >= 2 else tf.distribute.get_strategy()
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
+        return tf.distribute.MirroredStrategy(devices)
+
+
+def _multi_worker_strategy():
+    config = os.environ.get("TF_CONFIG")
+    if not config:
+        raise ValueError(
+            "strategy='multi_worker' needs the TF_CONFIG environment variable "
+            "(cluster addresses and this worker's task). Received: TF_CONFIG unset"
+        )
+    try:
+        json.loads(config)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"TF_CONFIG is not valid JSON ({error}). Received: TF_CONFIG={config!r}") from None
+    return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def set_precision(policy="float32"):
+    """Set Keras' global dtype policy: "float32", "mixed_float16" or "mixed_bfloat16".
+
+    Under "mixed_float16" Keras wraps optimizers in a `LossScaleOptimizer`
+    when the model is compiled, so small gradients do not underflow.
+    """
+    check_choice("precision", policy, PRECISIONS)
+    keras.config.set_dtype_policy(policy)
+    return policy
+
+
+def is_chief(strategy):
+    """True unless `strategy` is multi-worker and this process is not its chief.
+
+    The chief is the task of type "chief", or worker 0 when the cluster has no
+    "chief" task. Only the chief should write shared outputs.
+    """
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def task_name(strategy):
+    """"chief", or e.g. "worker-1" for another task of a multi-worker cluster."""
+    if is_chief(strategy):
+        return "chief"
+    resolver = strategy.cluster_resolver
+    return f"{resolver.task_type}-{resolver.task_id}"
+
+
+def xla_supported(strategy):
+    """Whether Keras can compile the train step with XLA under `strategy`.
+
+    Keras 3 wraps the whole `strategy.run` in one XLA function, which cannot
+    reach variables on several devices (keras-team/keras#19005; Keras itself
+    turns XLA off under `tf.distribute` when `jit_compile="auto"`). So XLA
+    is for one replica only.
+    """
+    return strategy.num_replicas_in_sync == 1 and getattr(strategy, "cluster_resolver", None) is None

@@ -1,0 +1,63 @@
+"""BLEU and chrF of a translator on parallel text (sacreBLEU)."""
+
+import itertools
+
+import sacrebleu
+
+from keras_attention.layers.validation import check_positive_int
+
+
+def corpus_scores(hypotheses, references):
+    """sacreBLEU scores of `hypotheses` against one reference each.
+
+    Returns:
+        dict with `bleu` (cased, 13a tokenization: sacreBLEU's default),
+        `bleu_lowercase` (the same, lower-cased, the figure most Multi30k
+        papers report), `chrf` and `num_sentences`.
+    """
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            "One hypothesis per reference is needed. Received: "
+            f"{len(hypotheses)} hypotheses, {len(references)} references"
+        )
+    if not references:
+        raise ValueError("Cannot score an empty set of sentences. Received: 0 references")
+    refs = [list(references)]
+    return {
+        "bleu": sacrebleu.corpus_bleu(hypotheses, refs, tokenize="13a").score,
+        "bleu_lowercase": sacrebleu.corpus_bleu(hypotheses, refs, tokenize="13a", lowercase=True).score,
+        "chrf": sacrebleu.corpus_chrf(hypotheses, refs).score,
+        "num_sentences": len(references),
+    }
+
+
+def evaluate_bleu(translator, pairs, method="greedy", batch_size=64, max_examples=None, **options):
+    """Translate the source side of `pairs` and score it against the target side.
+
+    Args:
+        translator: a `Translator`.
+        pairs: an iterable of `(source, target)` strings, or a `tf.data.Dataset`
+            of string scalar pairs (as the data loaders return).
+        method: "greedy", "beam" or "sample". Defaults to "greedy".
+        batch_size: int. Sentences translated at once. Defaults to 64.
+        max_examples: int or None. Score only the first ones. Defaults to None.
+        **options: decoding options (`beam_size`, `length_penalty`, ...).
+
+    Returns:
+        dict: `bleu`, `bleu_lowercase`, `chrf`, `num_sentences`, plus
+        `hypotheses` and `references` (lists of str).
+    """
+    check_positive_int("batch_size", batch_size)
+    if hasattr(pairs, "as_numpy_iterator"):
+        pairs = ((s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs.as_numpy_iterator())
+    if max_examples is not None:
+        pairs = itertools.islice(pairs, check_positive_int("max_examples", max_examples))
+    pairs = list(pairs)
+    sources = [s for s, _ in pairs]
+    references = [t for _, t in pairs]
+    hypotheses = []
+    for i in range(0, len(sources), batch_size):
+        hypotheses += translator(sources[i : i + batch_size], method=method, **options)
+    scores = corpus_scores(hypotheses, references)
+    scores.update(hypotheses=hypotheses, references=references)
+    return scores

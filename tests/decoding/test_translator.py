@@ -1,0 +1,100 @@
+"""Translator: strings in, strings out, with tokenizers, truncation and saving."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from keras_attention import data
+from keras_attention.decoding.translator import Translator
+from keras_attention.models import Seq2SeqRNN, Transformer
+
+
+@pytest.fixture(scope="module")
+def tokenizers():
+    pairs = data.load_dates(500, "train", seed=3)
+    source = data.SubwordTokenizer.from_dataset(pairs.map(lambda s, t: s), 200)
+    target = data.SubwordTokenizer.from_dataset(pairs.map(lambda s, t: t), 40)
+    return source, target
+
+
+def _translator(tokenizers, kind="transformer", **kwargs):
+    source, target = tokenizers
+    if kind == "transformer":
+        model = Transformer(source.vocab_size, target.vocab_size, num_layers=1, d_model=16,
+                            num_heads=2, intermediate_dim=32, max_length=32)
+    else:
+        model = Seq2SeqRNN(source.vocab_size, target.vocab_size, attention="luong", units=16, embedding_dim=8)
+    model((np.ones((1, 4), "int32"), np.ones((1, 3), "int32")))
+    return Translator(model, source, target, **{"max_source_length": 24, "max_target_length": 12, **kwargs})
+
+
+SENTENCES = ["3 March 1999", "Tuesday, July 4, 2023", ""]
+
+
+@pytest.mark.parametrize("kind", ["transformer", "luong"])
+def test_translations_match_direct_greedy_decoding(tokenizers, kind):
+    """The strings are the detokenized greedy tokens of the tokenized source."""
+    from keras_attention.decoding import greedy_decode
+
+    translator = _translator(tokenizers, kind)
+    result = translator.translate(SENTENCES)
+    source, target = tokenizers
+    ids = [[source.start_id, *source.tokenize(s).numpy().tolist(), source.end_id] for s in SENTENCES]
+    width = max(map(len, ids))
+    ids = np.array([row + [0] * (width - len(row)) for row in ids], "int32")
+    direct = greedy_decode(translator.model, ids, target.start_id, target.end_id, 12)
+    np.testing.assert_array_equal(result.tokens, direct.tokens.numpy())
+    expected = [t.decode() for t in target.detokenize(direct.tokens).numpy()]
+    assert result.texts == expected
+    assert len(result.texts) == 3 and result.scores.shape == (3,)
+
+
+def test_methods_attention_and_edge_cases(tokenizers):
+    translator = _translator(tokenizers)
+    assert translator([]) == []
+    assert len(translator("a single string")) == 1
+    for method, options in [("beam", {"beam_size": 3}), ("sample", {"top_k": 3, "seed": 1})]:
+        assert len(translator(SENTENCES, method=method, **options)) == 3
+    result = translator.translate(SENTENCES[:2], return_attention=True)
+    assert result.attention.shape[:2] == (2, 12)
+    assert result.source_tokens[0][0] == "[START]" and result.source_tokens[0][-1] == "[END]"
+    assert len(result.target_tokens[0]) <= 12
+    with pytest.raises(ValueError, match="method='nucleus'"):
+        translator(SENTENCES, method="nucleus")
+
+
+def test_long_sources_are_truncated_with_a_warning(tokenizers):
+    translator = _translator(tokenizers)
+    long = " ".join(["3 March 1999"] * 40)
+    with pytest.warns(UserWarning, match="1 of 2 sentences are longer than max_source_length=24"):
+        result = translator.translate([long, "3 March 1999"])
+    assert result.truncated == 1
+    ids, lengths = translator.source_ids([long])
+    assert ids.shape[1] == 24 and int(ids[0, -1]) == translator.source_tokenizer.end_id
+    assert int(lengths[0]) > 24
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        translator.translate(["3 March 1999"])  # short: no warning
+
+
+def test_non_utf8_bytes_do_not_crash(tokenizers):
+    translator = _translator(tokenizers)
+    assert len(translator([b"3 March \xff\xfe 1999", "fine"])) == 2
+
+
+def test_save_and_load_give_the_same_translations(tokenizers, tmp_path):
+    translator = _translator(tokenizers)
+    translator.save(str(tmp_path / "t"))
+    loaded = Translator.load(str(tmp_path / "t"))
+    assert loaded(SENTENCES) == translator(SENTENCES)
+    assert loaded.max_source_length == 24 and loaded.target_tokenizer.vocabulary == tokenizers[1].vocabulary
+    with pytest.raises(FileNotFoundError, match="translator.json"):
+        Translator.load(str(tmp_path / "missing"))
+
+
+def test_bad_arguments(tokenizers):
+    with pytest.raises(ValueError, match="max_target_length=64"):
+        _translator(tokenizers, max_target_length=64)  # the model's positions stop at 32
+    with pytest.raises(ValueError, match="max_source_length=0"):
+        _translator(tokenizers, max_source_length=0)

@@ -1,0 +1,65 @@
+"""The `keras-attention` command line, end to end on the generated dates corpus."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from keras_attention.cli import main
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory):
+    output = tmp_path_factory.mktemp("demo")
+    assert main(["demo", "--quick", "--output", str(output)]) == 0
+    return output
+
+
+def test_demo_trains_evaluates_and_saves(demo_dir, capsys):
+    assert (demo_dir / "translator" / "model.keras").exists()
+    assert (demo_dir / "results.json").exists()
+    assert (demo_dir / "history.csv").read_text().startswith("epoch")
+
+
+def test_translate_arguments_and_attention_plot(demo_dir, tmp_path, capsys):
+    plot = tmp_path / "attention.png"
+    code = main(["translate", str(demo_dir / "translator"), "3 March 1999", "4.7.2023",
+                 "--plot-attention", str(plot)])
+    assert code == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2
+    assert plot.stat().st_size > 1000
+
+
+def test_translate_stdin_with_bad_bytes(demo_dir):
+    """A real process reading stdin: invalid UTF-8 is replaced and reported, not a traceback."""
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_attention.cli", "translate", str(demo_dir / "translator"),
+         "--method", "beam", "--beam-size", "2"],
+        input=b"3 March 1999\n12 \xff\xfe mai 1990\n\n", capture_output=True, timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    assert len(result.stdout.decode().splitlines()) == 3
+    assert b"stdin line 2 is not valid UTF-8" in result.stderr
+    assert b"Traceback" not in result.stderr
+
+
+def test_evaluate_on_dates(demo_dir, capsys):
+    assert main(["evaluate", str(demo_dir / "translator"), "--dataset", "dates", "--split", "valid"]) == 0
+    out = capsys.readouterr().out
+    assert "BLEU" in out and "chrF" in out and "1000 sentences" in out
+
+
+def test_clear_errors(tmp_path, capsys):
+    assert main(["translate", str(tmp_path / "nothing"), "hello"]) == 2
+    assert "translator.json" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--model", "lstm-attention"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'lstm-attention'" in capsys.readouterr().err
+    bad_files = ["train", "--dataset", "files", "--train-files", str(tmp_path / "a.en"),
+                 str(tmp_path / "a.de"), "--output", str(tmp_path / "run")]
+    assert main(bad_files) == 2
+    assert "a.en" in capsys.readouterr().err

@@ -1,0 +1,34 @@
+import pytest
+
+from keras_attention.training.evaluation import corpus_scores, evaluate_bleu
+
+
+def test_perfect_and_case_only_differences():
+    refs = ["Ein Mann fährt Fahrrad .", "Zwei Hunde spielen im Schnee ."]
+    perfect = corpus_scores(refs, refs)
+    assert perfect["bleu"] == pytest.approx(100.0) and perfect["chrf"] == pytest.approx(100.0)
+    lowered = corpus_scores([r.lower() for r in refs], refs)
+    assert lowered["bleu_lowercase"] == pytest.approx(100.0)
+    assert lowered["bleu"] < 100.0
+
+
+def test_unrelated_output_scores_near_zero_and_errors():
+    scores = corpus_scores(["x y z w"], ["a b c d"])
+    assert scores["bleu"] == pytest.approx(0.0, abs=1e-6) and scores["num_sentences"] == 1
+    with pytest.raises(ValueError, match="2 hypotheses, 1 references"):
+        corpus_scores(["a", "b"], ["a"])
+    with pytest.raises(ValueError, match="0 references"):
+        corpus_scores([], [])
+
+
+def test_evaluate_bleu_batches_and_limits():
+    calls = []
+
+    def echo(sentences, method="greedy", **options):
+        calls.append(len(sentences))
+        return [s.upper() for s in sentences]
+
+    pairs = [(f"a{i} b{i} c{i} d{i} e{i}", f"A{i} B{i} C{i} D{i} E{i}") for i in range(10)]
+    result = evaluate_bleu(echo, pairs, batch_size=4, max_examples=9)
+    assert calls == [4, 4, 1]
+    assert result["bleu"] == pytest.approx(100.0) and len(result["hypotheses"]) == 9
