@@ -39,7 +39,7 @@ def demo_config(output_dir, quick=False, data_dir=None):
     if dataset == "multi30k":
         config = TrainConfig(
             model="transformer", preset="tiny", dataset="multi30k", source="en", target="de",
-            data_dir=data_dir, vocab_size=6000, max_length=48, epochs=6, batch_size=64,
+            data_dir=data_dir, vocab_size=6000, max_length=48, epochs=4, batch_size=64,
             output_dir=output_dir, bleu_sample=100,
         )
     else:
