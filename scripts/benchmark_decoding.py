@@ -1,0 +1,91 @@
+"""Decoding speed: cached greedy against re-running the prefix, and beam 4 against greedy.
+
+A Transformer (d_model 256, 3+3 layers, 4 heads, d_ff 1024, vocabulary 8,000,
+random weights), batch 16, 24 source tokens. The end token's output bias is
+pushed to -1e9 so that every run emits exactly `n` tokens. Each decoder runs
+inside one `tf.function` (XLA on with `--xla`), timed as the median of
+`--repeats` calls after a compiling call:
+
+- cached greedy: `greedy_decode(model, ...)`, one decoder step per token with
+  the key/value caches;
+- uncached greedy: the same loop over `UncachedDecoder(model)`, which re-runs
+  the whole teacher-forced model on the prefix at every step, as the
+  TensorFlow Transformer tutorial does;
+- beam 4: `beam_search(model, ..., beam_size=4)`.
+Sentences/s of the exported SavedModel are measured by benchmark_serving.py.
+
+    python scripts/benchmark_decoding.py --json benchmarks/decoding.json
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_attention.decoding import UncachedDecoder, beam_search, greedy_decode
+from keras_attention.models import Transformer
+
+START, END = 2, 3
+
+
+def build(c):
+    model = Transformer(c["vocab"], c["vocab"], num_layers=c["layers"], d_model=c["d_model"], num_heads=4,
+                        intermediate_dim=c["d_ff"], dropout=0.0, tie_output=False, max_length=128)
+    source = np.random.default_rng(0).integers(4, c["vocab"], size=(c["batch"], 24)).astype("int32")
+    model((source, source[:, :4]))
+    bias = model.output_projection.bias
+    bias.assign(tf.tensor_scatter_nd_update(bias, [[END]], [-1e9]))  # never stop early
+    return model, source
+
+
+def timed(fn, source, repeats):
+    fn(source)  # trace and compile
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        tf.nest.map_structure(lambda t: t.numpy() if t is not None else None, fn(source))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[16, 32, 64])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--xla", action="store_true", help="compile the decoders with XLA")
+    parser.add_argument("--quick", action="store_true", help="a tiny model, to test the script")
+    parser.add_argument("--json", help="write the figures to this file")
+    args = parser.parse_args(argv)
+    c = dict(vocab=8000, layers=3, d_model=256, d_ff=1024, batch=16)
+    if args.quick:
+        c = dict(vocab=100, layers=1, d_model=16, d_ff=32, batch=2)
+        args.lengths, args.repeats = [4, 8], 2
+    keras.utils.set_random_seed(0)
+    model, source = build(c)
+    uncached = UncachedDecoder(model)
+    rows = []
+    print(f"{'tokens':>6s} {'cached ms':>10s} {'uncached ms':>12s} {'speed-up':>9s} {'beam4 ms':>9s} {'beam4/greedy':>13s}")
+    for n in args.lengths:
+        compile_ = lambda f: tf.function(f, jit_compile=args.xla)  # noqa: E731
+        cached = timed(compile_(lambda s: greedy_decode(model, s, START, END, n).tokens), source, args.repeats)
+        slow = timed(compile_(lambda s: greedy_decode(uncached, s, START, END, n).tokens), source, args.repeats)
+        beam = timed(compile_(lambda s: beam_search(model, s, START, END, n, beam_size=4).tokens), source,
+                     args.repeats)
+        row = {"tokens": n, "cached_s": cached, "uncached_s": slow, "speedup": slow / cached,
+               "beam4_s": beam, "beam4_over_greedy": beam / cached}
+        rows.append(row)
+        print(f"{n:6d} {cached * 1e3:10.1f} {slow * 1e3:12.1f} {row['speedup']:9.2f} {beam * 1e3:9.1f} "
+              f"{row['beam4_over_greedy']:13.2f}")
+    result = {"config": c, "xla": args.xla, "rows": rows}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Training speed: our Transformer against the same model built from keras-hub layers.
+
+Both models: d_model 256, 3 encoder + 3 decoder layers, 4 heads, d_ff 1024,
+vocabulary 8,000, learned positions, untied output layer, batch 64 x 24 source
+and target tokens, the same random data, Adam, our masked loss. Runs alternate
+A B A B (at least three each) so that load on the machine hits both alike; each
+run times `--steps` training steps after a warm-up (compilation) step.
+
+Printed: target tokens/s of each run and their medians, the ratio ours/keras-hub,
+model FLOPs per target token, the achieved GFLOP/s, the float32 matrix-product
+peak measured in the same process, and the fraction of it reached.
+
+FLOPs per target token (training = forward + backward = 3x forward):
+    6 * N_dense * (S / T) [encoder]  +  6 * N_dec [decoder and output layer]
+  + 12 * L * d * (S * S / T  +  T  +  S)   [QK^T and AV products: encoder
+    self-attention over S, decoder self-attention over T, cross-attention over S]
+where N_dense counts the weights used in matrix products (embedding lookups
+excluded), S and T are the source and target lengths. With S = T this is the
+usual 6N plus the attention terms.
+
+    python scripts/benchmark_training.py --json benchmarks/training.json
+    python scripts/benchmark_training.py --no-xla
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import keras
+import keras_hub
+import numpy as np
+import tensorflow as tf
+
+from keras_attention.models import Transformer
+from keras_attention.training import MaskedSparseCrossEntropy
+
+CONFIG = dict(num_layers=3, d_model=256, num_heads=4, intermediate_dim=1024, vocab=8000, batch=64, length=24)
+
+
+def ours(c):
+    return Transformer(
+        c["vocab"], c["vocab"], num_layers=c["num_layers"], d_model=c["d_model"], num_heads=c["num_heads"],
+        intermediate_dim=c["intermediate_dim"], dropout=0.1, max_length=c["length"], position="learned",
+        tie_output=False,
+    )
+
+
+def keras_hub_model(c):
+    """The same architecture from keras-hub's public layers, as a functional model."""
+    source = keras.Input((None,), dtype="int32")
+    target = keras.Input((None,), dtype="int32")
+    embed = lambda: keras_hub.layers.TokenAndPositionEmbedding(  # noqa: E731
+        c["vocab"], c["length"], c["d_model"], mask_zero=True
+    )
+    x = keras.layers.Dropout(0.1)(embed()(source))
+    for _ in range(c["num_layers"]):
+        x = keras_hub.layers.TransformerEncoder(c["intermediate_dim"], c["num_heads"], dropout=0.1)(x)
+    y = keras.layers.Dropout(0.1)(embed()(target))
+    for _ in range(c["num_layers"]):
+        y = keras_hub.layers.TransformerDecoder(c["intermediate_dim"], c["num_heads"], dropout=0.1)(y, x)
+    logits = keras.layers.Dense(c["vocab"], dtype="float32")(y)
+    return keras.Model((source, target), logits)
+
+
+def dense_parameters(model, c):
+    """Weights used in matrix products: all but the embedding tables."""
+    embeddings = 2 * (c["vocab"] + c["length"]) * c["d_model"]
+    return model.count_params() - embeddings
+
+
+def flops_per_target_token(model, c):
+    s = t = c["length"]
+    n = dense_parameters(model, c)
+    layers, d = c["num_layers"], c["d_model"]
+    # The encoder's weights run over the S source tokens, the rest over the T
+    # target tokens: per encoder block, attention 4(d^2 + d), FFN, two norms.
+    per_encoder = 4 * (d * d + d) + 2 * d * c["intermediate_dim"] + c["intermediate_dim"] + d + 4 * d
+    n_encoder = layers * per_encoder
+    n_decoder = n - n_encoder
+    attention = 12 * layers * d * (s * s / t + t + s)
+    return 6 * n_encoder * (s / t) + 6 * n_decoder + attention
+
+
+def random_batch(c, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = lambda: rng.integers(1, c["vocab"], size=(c["batch"], c["length"])).astype("int32")  # noqa: E731
+    return (ids(), ids()), ids()
+
+
+def matmul_peak(n=2048, repeats=10):
+    """float32 GFLOP/s of an n x n matrix product (best of `repeats`)."""
+    a = tf.random.normal((n, n))
+    b = tf.random.normal((n, n))
+    product = tf.function(lambda: tf.matmul(a, b))
+    product().numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        product().numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best / 1e9
+
+
+def time_training(model, batch, steps, jit):
+    model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=MaskedSparseCrossEntropy(), jit_compile=jit)
+    (x, y), z = batch
+    data = tf.data.Dataset.from_tensors(((x, y), z)).repeat()
+    model.fit(data, steps_per_epoch=2, epochs=1, verbose=0)  # compile and warm up
+    start = time.perf_counter()
+    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
+    elapsed = time.perf_counter() - start
+    return steps * batch[1].size / elapsed  # target tokens per second
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-xla", action="store_true", help="compile without XLA for both")
+    parser.add_argument("--quick", action="store_true", help="a tiny configuration, to test the script")
+    parser.add_argument("--json", help="write the figures to this file")
+    args = parser.parse_args(argv)
+    c = dict(CONFIG)
+    if args.quick:
+        c.update(num_layers=1, d_model=32, num_heads=2, intermediate_dim=64, vocab=200, batch=4, length=8)
+        args.steps, args.rounds = 2, 1
+    keras.utils.set_random_seed(0)
+    batch = random_batch(c)
+    models = {"ours": ours(c), "keras_hub": keras_hub_model(c)}
+    for model in models.values():
+        model(batch[0])
+    params = {name: model.count_params() for name, model in models.items()}
+    print(f"parameters: ours {params['ours']:,}, keras-hub {params['keras_hub']:,} "
+          f"(difference {abs(params['ours'] / params['keras_hub'] - 1):.2%})")
+    peak = matmul_peak(256 if args.quick else 2048)
+    print(f"float32 matrix product: {peak:.1f} GFLOP/s")
+
+    runs = {name: [] for name in models}
+    jit = not args.no_xla
+    for round_ in range(args.rounds):
+        for name, model in models.items():  # A B A B ...
+            runs[name].append(time_training(model, batch, args.steps, jit))
+            print(f"round {round_ + 1} {name:9s}: {runs[name][-1]:8.1f} target tokens/s")
+    medians = {name: statistics.median(values) for name, values in runs.items()}
+    flops = {name: flops_per_target_token(models[name], c) for name in models}
+    result = {
+        "config": c, "xla": jit, "parameters": params, "matmul_peak_gflops": peak,
+        "tokens_per_second": runs, "median_tokens_per_second": medians,
+        "ratio_ours_over_keras_hub": medians["ours"] / medians["keras_hub"],
+        "flops_per_target_token": flops,
+        "achieved_gflops": {n: medians[n] * flops[n] / 1e9 for n in models},
+    }
+    result["fraction_of_peak"] = {n: result["achieved_gflops"][n] / peak for n in models}
+    print(f"\nXLA {'on' if jit else 'off'}; medians over {args.rounds} rounds of {args.steps} steps")
+    for name in models:
+        print(f"{name:9s}: {medians[name]:8.1f} tokens/s, {flops[name] / 1e6:.1f} MFLOP/token, "
+              f"{result['achieved_gflops'][name]:.1f} GFLOP/s = {result['fraction_of_peak'][name]:.0%} of peak")
+    print(f"ratio ours / keras-hub: {result['ratio_ours_over_keras_hub']:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return result
+
+
+if __name__ == "__main__":
+    main()

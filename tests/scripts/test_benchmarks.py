@@ -1,0 +1,40 @@
+"""Each benchmark script runs in quick mode and compares like with like (no timing asserts)."""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+import benchmark_attention  # noqa: E402
+import benchmark_decoding  # noqa: E402
+import benchmark_training  # noqa: E402
+
+
+def test_training_benchmark_compares_equal_models(tmp_path):
+    out = tmp_path / "training.json"
+    result = benchmark_training.main(["--quick", "--json", str(out)])
+    assert json.loads(out.read_text())["parameters"] == result["parameters"]
+    ours, hub = result["parameters"]["ours"], result["parameters"]["keras_hub"]
+    assert abs(ours / hub - 1) < 0.01
+    c = dict(benchmark_training.CONFIG, num_layers=1, d_model=32, num_heads=2, intermediate_dim=64,
+             vocab=200, batch=4, length=8)
+    batch = benchmark_training.random_batch(c)
+    shapes = {tuple(m(batch[0]).shape) for m in (benchmark_training.ours(c), benchmark_training.keras_hub_model(c))}
+    assert shapes == {(4, 8, 200)}
+    assert result["median_tokens_per_second"]["ours"] > 0 and result["matmul_peak_gflops"] > 0
+
+
+def test_attention_benchmark_runs(tmp_path):
+    out = tmp_path / "attention.json"
+    rows = benchmark_attention.main(["--quick", "--json", str(out)])
+    assert [(r["pass"], r["length"]) for r in rows] == [
+        ("forward", 16), ("forward", 32), ("forward+backward", 16), ("forward+backward", 32)]
+    assert json.loads(out.read_text())["rows"][0]["ours"]["seconds"] > 0
+
+
+def test_decoding_benchmark_runs(tmp_path):
+    out = tmp_path / "decoding.json"
+    result = benchmark_decoding.main(["--quick", "--json", str(out)])
+    assert [r["tokens"] for r in result["rows"]] == [4, 8]
+    assert json.loads(out.read_text())["rows"][1]["uncached_s"] > 0
