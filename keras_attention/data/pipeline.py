@@ -60,6 +60,7 @@ def make_translation_dataset(
     cache=True,
     drop_remainder=False,
     return_stats=False,
+    batch_tokens=None,
 ):
     """Turn a dataset of sentence pairs into batches for a translation model.
 
@@ -74,7 +75,8 @@ def make_translation_dataset(
             loaders of this package return.
         source_tokenizer: a `SubwordTokenizer` for the source language.
         target_tokenizer: a `SubwordTokenizer` for the target language.
-        batch_size: int. Pairs per batch (the global batch under a strategy).
+        batch_size: int or None. Pairs per batch (the global batch under a
+            strategy). Give this or `batch_tokens`.
         max_length: int, `(source_max, target_max)` or None. Longest allowed
             `source_ids` and `target_in` (markers included). None: no limit.
             Defaults to None.
@@ -96,6 +98,10 @@ def make_translation_dataset(
         drop_remainder: bool. Drop the last, smaller batch (of each bucket).
             Defaults to False.
         return_stats: bool. Also return a `LengthStats`. Defaults to False.
+        batch_tokens: int or None. Instead of `batch_size`: a budget of tokens
+            per batch; each bucket (bucketing is then on, "auto" by default)
+            gets `batch_tokens // its longest length` pairs, so short pairs
+            come in larger batches. Defaults to None.
 
     Returns:
         A `tf.data.Dataset` of `((source_ids, target_in), target_out)` int32
@@ -109,7 +115,16 @@ def make_translation_dataset(
     >>> model.fit(ds, epochs=10)  # doctest: +SKIP
     """
     _check_pairs(pairs)
-    check_positive_int("batch_size", batch_size)
+    if (batch_size is None) == (batch_tokens is None):
+        raise ValueError(
+            "Give exactly one of `batch_size` (pairs) and `batch_tokens` (a token budget). "
+            f"Received: batch_size={batch_size!r}, batch_tokens={batch_tokens!r}"
+        )
+    if batch_size is not None:
+        check_positive_int("batch_size", batch_size)
+    else:
+        check_positive_int("batch_tokens", batch_tokens)
+        bucket_boundaries = "auto" if bucket_boundaries is None else bucket_boundaries
     check_choice("on_long", on_long, ("drop", "truncate"))
     max_source, max_target = _max_lengths(max_length)
     if pad_to_bucket_boundary and bucket_boundaries is None:
@@ -153,17 +168,22 @@ def make_translation_dataset(
         bucket_boundaries = auto_bucket_boundaries(stats.lengths)
     if bucket_boundaries or pad_to_bucket_boundary:
         bucket_boundaries = _check_boundaries(bucket_boundaries)
-        longest = int(stats.lengths.max(initial=0))
+        longest = int(stats.lengths.max(initial=0))  # longest pair, markers included
         if pad_to_bucket_boundary and longest >= max(bucket_boundaries, default=0):
             bucket_boundaries.append(longest + 1)  # A last bucket up to the longest pair.
 
         def pair_length(x, y_in, y_out):
             return tf.maximum(tf.size(x), tf.size(y_in))
 
+        if batch_tokens is None:
+            sizes = [batch_size] * (len(bucket_boundaries) + 1)
+        else:  # As many pairs as fit the budget at each bucket's longest length.
+            longest_in_bucket = [b - 1 for b in bucket_boundaries] + [max(longest, 1)]
+            sizes = [max(1, batch_tokens // max(n, 1)) for n in longest_in_bucket]
         ds = ds.bucket_by_sequence_length(
             pair_length,
             bucket_boundaries,
-            [batch_size] * (len(bucket_boundaries) + 1),
+            sizes,
             pad_to_bucket_boundary=pad_to_bucket_boundary,
             drop_remainder=drop_remainder,
         )

@@ -216,3 +216,27 @@ def test_batches_per_replica_under_mirrored_strategy():
             assert y_in[i] == y_out[i]
     print(f"\nMirroredStrategy, 2 CPU replicas: losses {result['loss']}")
     assert result["loss"][-1] < result["loss"][0]
+
+
+def test_batch_tokens_budget_per_bucket():
+    """With a token budget, every batch holds at most `batch_tokens` padded tokens,
+    and short pairs come in larger batches than long ones."""
+    from keras_attention import data
+
+    pairs = data.load_dates(600, "train", seed=5)
+    source = data.SubwordTokenizer.from_dataset(pairs.map(lambda s, t: s), 200)
+    target = data.SubwordTokenizer.from_dataset(pairs.map(lambda s, t: t), 40)
+    ds = data.make_translation_dataset(
+        pairs, source, target, batch_size=None, batch_tokens=256, bucket_boundaries=[10, 16, 24],
+        pad_to_bucket_boundary=True,
+    )
+    sizes = {}
+    for (x, y_in), _ in ds.as_numpy_iterator():
+        assert x.shape[0] * max(x.shape[1], y_in.shape[1]) <= 256 + x.shape[1]
+        sizes.setdefault(max(x.shape[1], y_in.shape[1]), set()).add(x.shape[0])
+    lengths = sorted(sizes)
+    assert max(sizes[lengths[0]]) > max(sizes[lengths[-1]])
+    with pytest.raises(ValueError, match="batch_size=None, batch_tokens=None"):
+        data.make_translation_dataset(pairs, source, target, batch_size=None)
+    with pytest.raises(ValueError, match="batch_size=8, batch_tokens=100"):
+        data.make_translation_dataset(pairs, source, target, batch_size=8, batch_tokens=100)
