@@ -10,6 +10,8 @@ text exactly. Every character of the training text, alone and with `##`, is in
 the vocabulary, so only words with unseen characters become `[UNK]`.
 """
 
+import os
+
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -27,15 +29,22 @@ from keras_attention.data.vocabulary import (
 )
 from keras_attention.layers.validation import check_choice, check_positive_int
 
+_WHOLE_LINE = tf.lookup.TextFileIndex.WHOLE_LINE
+_LINE_NUMBER = tf.lookup.TextFileIndex.LINE_NUMBER
+
 
 class SubwordTokenizer(tf.Module):
     """A WordPiece tokenizer over a fixed vocabulary, usable inside `tf.function`.
 
-    The vocabulary lives in a `tf.lookup.StaticHashTable` built from the token
-    list, so a SavedModel that holds the tokenizer (as an attribute of a
-    `tf.Module` it saves) carries the vocabulary with it and needs only
-    TensorFlow and TensorFlow Text ops. For `.keras` files, store
-    `get_config()` (which includes the vocabulary) in the model's config.
+    The vocabulary lives in `tf.lookup.StaticHashTable`s (token -> id for
+    WordPiece, id -> token for detokenizing), so a SavedModel that holds the
+    tokenizer (as an attribute of a `tf.Module` it saves) carries the
+    vocabulary with it and needs only TensorFlow and TensorFlow Text ops. By
+    default the tables are built from the token list (graph constants); with
+    `vocabulary_file` they are read from that file instead
+    (`tf.lookup.TextFileInitializer`), and a SavedModel stores the file as an
+    asset, as TF Serving expects. For `.keras` files, store `get_config()`
+    (which includes the vocabulary) in the model's config.
 
     Args:
         vocabulary: list of str. The tokens, id = position. Must start with
@@ -45,6 +54,9 @@ class SubwordTokenizer(tf.Module):
             `"NFC"`, `"NFKC"`, `"NFD"`, `"NFKD"` or None. Defaults to `"NFKC"`.
         max_bytes_per_word: int. Longer words become `[UNK]`. Defaults to 200.
         name: str. Module name. Defaults to None.
+        vocabulary_file: str or None. A file holding `vocabulary` exactly as
+            `save_vocabulary` writes it, to build the lookup tables from.
+            Defaults to None (tables built from constants).
 
     Example:
 
@@ -57,7 +69,13 @@ class SubwordTokenizer(tf.Module):
     """
 
     def __init__(
-        self, vocabulary, lower_case=False, normalization="NFKC", max_bytes_per_word=200, name=None
+        self,
+        vocabulary,
+        lower_case=False,
+        normalization="NFKC",
+        max_bytes_per_word=200,
+        name=None,
+        vocabulary_file=None,
     ):
         super().__init__(name=name)
         vocabulary = [str(t) for t in vocabulary]
@@ -71,13 +89,25 @@ class SubwordTokenizer(tf.Module):
         self.unk_id = vocabulary.index(UNK)
         self.start_id = vocabulary.index(START)
         self.end_id = vocabulary.index(END)
-        self._tokens = tf.constant(vocabulary, dtype=tf.string)
-        self.table = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(
-                self._tokens, tf.range(len(vocabulary), dtype=tf.int64)
-            ),
-            default_value=self.unk_id,
-        )
+        if vocabulary_file is None:
+            self._tokens = tf.constant(vocabulary, dtype=tf.string)
+            ids = tf.range(len(vocabulary), dtype=tf.int64)
+            to_id = tf.lookup.KeyValueTensorInitializer(self._tokens, ids)
+            self.id_table = None
+        else:
+            _check_vocabulary_file(vocabulary_file, vocabulary)
+            self._tokens = None
+            lines = dict(filename=vocabulary_file, vocab_size=len(vocabulary))
+            to_id = tf.lookup.TextFileInitializer(
+                key_dtype=tf.string, key_index=_WHOLE_LINE,
+                value_dtype=tf.int64, value_index=_LINE_NUMBER, **lines,
+            )
+            to_token = tf.lookup.TextFileInitializer(
+                key_dtype=tf.int64, key_index=_LINE_NUMBER,
+                value_dtype=tf.string, value_index=_WHOLE_LINE, **lines,
+            )
+            self.id_table = tf.lookup.StaticHashTable(to_token, default_value=UNK)
+        self.table = tf.lookup.StaticHashTable(to_id, default_value=self.unk_id)
         longest = max(len(t[len(SUFFIX) :] if t.startswith(SUFFIX) else t) for t in vocabulary)
         self.wordpiece = tf_text.WordpieceTokenizer(
             self.table,
@@ -146,7 +176,7 @@ class SubwordTokenizer(tf.Module):
         ids = tf.where((ids < 0) | (ids >= self.vocab_size), self.unk_id, ids)
         after_end = tf.cumsum(tf.cast(ids == self.end_id, tf.int32), axis=-1) > 0
         keep = ~after_end & (ids != self.pad_id) & (ids != self.start_id)
-        tokens = tf.gather(self._tokens, tf.ragged.boolean_mask(ids, keep))
+        tokens = self._lookup_tokens(tf.ragged.boolean_mask(ids, keep))
         text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
         text = tf.strings.regex_replace(text, " " + SUFFIX, "")
         return tf.strings.regex_replace(text, "^" + SUFFIX, "")
@@ -155,7 +185,15 @@ class SubwordTokenizer(tf.Module):
         """Token strings of int `ids` (any shape); out-of-range ids give `[UNK]`."""
         ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)
         ids = tf.where((ids < 0) | (ids >= self.vocab_size), self.unk_id, ids)
-        return tf.gather(self._tokens, ids)
+        return self._lookup_tokens(ids)
+
+    def _lookup_tokens(self, ids):
+        """Token strings of in-range int32 `ids` (dense or ragged)."""
+        if self._tokens is not None:
+            return tf.gather(self._tokens, ids)
+        if isinstance(ids, tf.RaggedTensor):
+            return ids.with_flat_values(self._lookup_tokens(ids.flat_values))
+        return self.id_table.lookup(tf.cast(ids, tf.int64))
 
     def token_to_id(self, tokens):
         """int32 ids of token strings (any shape); unknown tokens give `unk_id`."""
@@ -167,15 +205,20 @@ class SubwordTokenizer(tf.Module):
             f.writelines(token + "\n" for token in self._vocabulary)
 
     @classmethod
-    def from_vocabulary_file(cls, path, **kwargs):
+    def from_vocabulary_file(cls, path, tables_from_file=False, **kwargs):
         """Make a tokenizer from a file written by `save_vocabulary`.
 
         Args:
             path: str. The vocabulary file.
+            tables_from_file: bool. Build the lookup tables from the file
+                itself (`vocabulary_file=path`), so that a SavedModel holding
+                the tokenizer stores the file as an asset. Defaults to False.
             **kwargs: the other constructor arguments (`lower_case`,
                 `normalization`, ...): pass the ones the vocabulary was built
                 with, as they are not stored in the file.
         """
+        if tables_from_file:
+            kwargs["vocabulary_file"] = os.fspath(path)
         return cls(read_lines(path), **kwargs)
 
     def get_config(self):
@@ -201,3 +244,15 @@ class SubwordTokenizer(tf.Module):
         options = {k: kwargs.pop(k) for k in ("lower_case", "normalization") if k in kwargs}
         vocabulary = build_vocabulary(dataset, vocab_size, reserved_tokens, **options)
         return cls(vocabulary, **options, **kwargs)
+
+
+def _check_vocabulary_file(path, vocabulary):
+    """Raise ValueError unless `path` holds `vocabulary` as `save_vocabulary` writes it
+    (TensorFlow's file initializer reads raw lines: no BOM, `\\r` or gzip)."""
+    with open(path, "rb") as f:
+        if f.read() != "".join(token + "\n" for token in vocabulary).encode("utf-8"):
+            raise ValueError(
+                "`vocabulary_file` must hold `vocabulary`, one token a line, exactly as "
+                "`SubwordTokenizer.save_vocabulary` writes it (UTF-8, '\\n' line ends, no BOM). "
+                f"Received: vocabulary_file={os.fspath(path)!r}"
+            )

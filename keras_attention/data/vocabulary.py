@@ -32,9 +32,11 @@ _MAX_PIECE_CHARS = 50
 def normalize_text(strings, lower_case=False, normalization="NFKC"):
     """Normalise text in graph, as the tokenizer sees it.
 
-    Unicode normal form, then lower-casing if on, then each run of whitespace
-    becomes one space and leading and trailing spaces go; the same as
-    `" ".join(unicodedata.normalize(form, s).lower().split())` in Python.
+    Bytes that are not valid UTF-8 become U+FFFD first (as Python's
+    `bytes.decode("utf-8", "replace")` does), so any input gives valid text.
+    Then the Unicode normal form, lower-casing if on, and each run of
+    whitespace becomes one space, leading and trailing spaces removed; the
+    same as `" ".join(unicodedata.normalize(form, s).lower().split())` in Python.
 
     Args:
         strings: string tensor of any shape.
@@ -45,6 +47,7 @@ def normalize_text(strings, lower_case=False, normalization="NFKC"):
         A string tensor of the same shape.
     """
     strings = tf.convert_to_tensor(strings, dtype=tf.string)
+    strings = tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="replace")
     if normalization:
         strings = tf_text.normalize_utf8(strings, normalization)
     if lower_case:

@@ -163,3 +163,36 @@ def test_bad_arguments_name_the_argument():
         SubwordTokenizer(["a", "[PAD]", "[UNK]", "[START]", "[END]"])
     with pytest.raises(ValueError, match="repeated"):
         SubwordTokenizer(["[PAD]", "[UNK]", "[START]", "[END]", "a", "a"])
+
+
+def test_tables_from_the_vocabulary_file_become_saved_model_assets(tmp_path):
+    text = ["Der Hund läuft.", "Die Katze schläft über dem Hund."]
+    tok = SubwordTokenizer.from_dataset(text, vocab_size=120, lower_case=True)
+    path = tmp_path / "vocab.txt"
+    tok.save_vocabulary(path)
+    from_file = SubwordTokenizer.from_vocabulary_file(path, tables_from_file=True, lower_case=True)
+    assert from_file.vocabulary == tok.vocabulary and from_file.id_table is not None
+    sentences = ["Die Katze läuft.", "Ein Zebra!", ""]
+    ids = tok.tokenize(sentences)
+    assert from_file.tokenize(sentences).to_list() == ids.to_list()
+    assert decode(from_file.detokenize(ids)) == decode(tok.detokenize(ids))
+    assert decode(from_file.id_to_token([0, 3, 10_000, -1])) == ["[PAD]", "[END]", "[UNK]", "[UNK]"]
+    assert from_file.token_to_id(["[END]", "zebra-xyz"]).numpy().tolist() == [3, 1]
+
+    saved = str(tmp_path / "saved")
+    tf.saved_model.save(_Translator(from_file), saved)
+    path.unlink()  # the SavedModel must carry its own copy
+    assert os.listdir(os.path.join(saved, "assets")) == ["vocab.txt"]
+    loaded = tf.saved_model.load(saved)
+    assert decode(loaded.detokenize(loaded.tokenize(tf.constant(sentences)))) == ["die katze läuft.", "ein [UNK]", ""]
+
+    tok.save_vocabulary(path)
+    with pytest.raises(ValueError, match="vocabulary_file="):
+        SubwordTokenizer(tok.vocabulary[:-1], vocabulary_file=str(path))
+
+
+def test_bytes_that_are_not_utf8_become_replacement_characters():
+    tok = SubwordTokenizer(["[PAD]", "[UNK]", "[START]", "[END]", "a", "\ufffd", "##\ufffd"])
+    raw = [b"a \xff\xfe a", b"\xc3", b"a\xe2\x80"]
+    assert decode(tok.normalize(raw)) == [s.decode("utf-8", "replace") for s in raw]
+    assert tok.tokenize(raw).to_list() == [[4, 5, 6, 4], [5], [4, 6]]

@@ -1,0 +1,195 @@
+"""Export a `Translator` as a SavedModel for TF Serving: strings in, translations out.
+
+The SavedModel holds the model's weights, both WordPiece vocabularies as asset
+files (the lookup tables are initialized from them when the model loads) and
+two signatures, traced with a batch dimension of None:
+
+- `serving_default`: `sentences` string `(B,)` -> `translations` string `(B,)`,
+  `scores` float32 `(B,)` and `truncated` bool `(B,)` (the source was longer
+  than the model's maximum and was cut).
+- `translate_ids`: `source_ids` int32 `(B, S)`, WordPiece ids of the source
+  vocabulary without [START]/[END], 0-padded -> `tokens` int32 `(B, L)`
+  (target ids, [END] included, then 0), `scores`, `lengths` int32 `(B,)` and
+  `truncated`. For clients that tokenize themselves.
+
+Tokenizing, decoding (greedy, or beam search with a fixed beam size and
+length penalty, chosen at export time) and detokenizing all run in the graph,
+with TensorFlow and TensorFlow Text ops only, which the standard TF Serving
+model server includes. Models go to `path/<version>/`, the layout TF Serving
+watches.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from keras_attention import __version__
+from keras_attention.data.tokenizers import SubwordTokenizer
+from keras_attention.decoding.common import check_non_negative_float
+from keras_attention.decoding.translator import Translator
+from keras_attention.layers.validation import check_choice, check_positive_int
+
+SERVING_SIGNATURE = "serving_default"
+IDS_SIGNATURE = "translate_ids"
+EXPORT_METHODS = ("greedy", "beam")
+METADATA_FILE = os.path.join("assets.extra", "keras_attention.json")
+
+
+def export(translator, path, method="beam", beam_size=4, length_penalty=0.6, max_length=None,
+           version=None):
+    """Write `translator` as a SavedModel that TF Serving serves.
+
+    Args:
+        translator: a `decoding.Translator` (a trained model and its tokenizers).
+        path: str. The model's base folder, as given to TF Serving
+            (`--model_base_path`); the SavedModel goes to `path/<version>/`.
+        method: str. `"greedy"` or `"beam"`. Defaults to `"beam"`.
+        beam_size: int. Hypotheses kept per sentence (beam only). Defaults to 4.
+        length_penalty: float >= 0. GNMT's alpha (beam only). Defaults to 0.6.
+        max_length: int or None. Most output tokens, at most the model's
+            maximum length. Defaults to None (the translator's
+            `max_target_length`).
+        version: int or None. The version folder; it must not exist yet. None
+            takes the next number after the versions already in `path` (1 in
+            an empty folder). Defaults to None.
+
+    Returns:
+        str, the version folder written (`path/<version>`).
+
+    Example:
+
+    >>> export(translator, "/models/translator", method="beam")  # doctest: +SKIP
+    '/models/translator/1'
+    """
+    if not isinstance(translator, Translator):
+        raise ValueError(f"`translator` must be a `Translator`. Received: translator={translator!r}")
+    check_choice("method", method, EXPORT_METHODS)
+    beam_size = check_positive_int("beam_size", beam_size)
+    length_penalty = check_non_negative_float("length_penalty", length_penalty)
+    max_length = translator.max_target_length if max_length is None else max_length
+    max_length = check_positive_int("max_length", max_length)
+    model_max = getattr(translator.model, "max_length", None)
+    if model_max is not None and max_length > model_max:
+        raise ValueError(
+            f"`max_length` exceeds the model's maximum length {model_max}. Received: max_length={max_length}"
+        )
+    path = os.fspath(path)
+    version = _version(path, version)
+    os.makedirs(path, exist_ok=True)
+    # Write into a hidden folder and rename it at the end: TF Serving watches
+    # `path` and must never see a half-written version.
+    staging = tempfile.mkdtemp(prefix=f".export-{version}-", dir=path)
+    try:
+        with tempfile.TemporaryDirectory() as vocabulary_dir:
+            tokenizers = []
+            sides = (("source", translator.source_tokenizer), ("target", translator.target_tokenizer))
+            for side, tokenizer in sides:
+                vocabulary_file = os.path.join(vocabulary_dir, f"{side}_vocabulary.txt")
+                tokenizer.save_vocabulary(vocabulary_file)
+                config = {**tokenizer.get_config(), "vocabulary_file": vocabulary_file}
+                tokenizers.append(SubwordTokenizer(**config, name=f"{side}_tokenizer"))
+            # The same translator, over tokenizers whose tables are read from the asset files.
+            serving = Translator(translator.model, *tokenizers, translator.max_source_length, max_length)
+            decoding = dict(method=method, beam_size=beam_size, length_penalty=length_penalty)
+            module = _serving_module(serving, decoding)
+            signatures = {
+                SERVING_SIGNATURE: module.translate.get_concrete_function(),
+                IDS_SIGNATURE: module.translate_ids.get_concrete_function(),
+            }
+            tf.saved_model.save(module, staging, signatures=signatures)
+        metadata = {
+            **decoding,
+            "max_length": max_length,
+            "max_source_length": serving.max_source_length,
+            "signatures": [SERVING_SIGNATURE, IDS_SIGNATURE],
+            "keras_attention_version": __version__,
+            "tensorflow_version": tf.__version__,
+        }
+        os.makedirs(os.path.join(staging, os.path.dirname(METADATA_FILE)))
+        with open(os.path.join(staging, METADATA_FILE), "w", encoding="utf-8") as f:
+            json.dump(metadata, f, indent=2)
+        target = os.path.join(path, str(version))
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def _version(path, version):
+    """The version number to write: `version` if free, else an error; None: the next one."""
+    existing = [int(n) for n in os.listdir(path) if n.isdigit()] if os.path.isdir(path) else []
+    if version is None:
+        return max(existing, default=0) + 1
+    version = check_positive_int("version", version)
+    if os.path.exists(os.path.join(path, str(version))):
+        raise ValueError(
+            f"{os.path.join(path, str(version))!r} already exists: TF Serving versions are "
+            f"immutable, export to a new version (or version=None for the next one). "
+            f"Received: version={version}"
+        )
+    return version
+
+
+def _serving_module(translator, decoding):
+    """A `tf.Module` tracking the weights and the tokenizers' tables (with their
+    vocabulary assets), and the two serving functions."""
+    module = tf.Module(name="translator")
+    # Track the weights alone (not the Keras model, whose optimizer state is not
+    # needed), as the tf.Variables the functions capture: a Keras variable would
+    # be saved as a copy, which the TF1 / C++ loader restores while the
+    # functions still read the uninitialized original.
+    module.model_variables = [_tf_variable(v) for v in translator.model.variables]
+    module.source_tokenizer = translator.source_tokenizer
+    module.target_tokenizer = translator.target_tokenizer
+    max_source_length = translator.max_source_length
+
+    def translate(sentences):
+        source_ids, lengths = translator.source_ids(sentences)
+        result = translator.decode_ids(source_ids, **decoding)
+        return {
+            "translations": translator.target_tokenizer.detokenize(result.tokens),
+            "scores": result.scores,
+            "truncated": lengths > max_source_length,
+        }
+
+    def translate_ids(source_ids):
+        tokenizer = translator.source_tokenizer
+        ids = tf.where((source_ids < 0) | (source_ids >= tokenizer.vocab_size), tokenizer.unk_id, source_ids)
+        pieces = tf.RaggedTensor.from_tensor(ids, padding=tokenizer.pad_id)  # (B, None)
+        source_ids = _add_markers(pieces, tokenizer, max_source_length)
+        result = translator.decode_ids(source_ids, **decoding)
+        return {
+            "tokens": result.tokens,
+            "scores": result.scores,
+            "lengths": result.lengths,
+            "truncated": pieces.row_lengths() + 2 > max_source_length,
+        }
+
+    module.translate = tf.function(
+        translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")], autograph=False
+    )
+    module.translate_ids = tf.function(
+        translate_ids, input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
+        autograph=False,
+    )
+    return module
+
+
+def _tf_variable(variable):
+    """The `tf.Variable` behind a Keras variable (TensorFlow backend)."""
+    value = getattr(variable, "value", variable)
+    return value if isinstance(value, tf.Variable) else variable
+
+
+def _add_markers(pieces, tokenizer, max_source_length):
+    """Ragged piece ids `(B, None)` -> int32 `(B, S)` as the model takes them:
+    `[START] pieces [END]`, cut to `max_source_length` (keeping [END]), 0-padded."""
+    pieces = tf.cast(pieces[:, : max_source_length - 2], tf.int32)
+    batch = pieces.nrows()
+    start = tf.fill([batch, 1], tf.constant(tokenizer.start_id, tf.int32))
+    end = tf.fill([batch, 1], tf.constant(tokenizer.end_id, tf.int32))
+    return tf.concat([start, pieces, end], axis=1).to_tensor(default_value=tokenizer.pad_id)

@@ -1,0 +1,82 @@
+"""Fixtures for the serving tests: a briefly trained Multi30k translator and its exports.
+
+The translations need not be good, only the same in memory and after export,
+so the model is small and trained for a few dozen steps on a slice of
+Multi30k (about 30 s on two CPU cores), with tokenizers learned from that slice.
+"""
+
+import os
+
+import keras
+import pytest
+import tensorflow as tf
+
+from keras_attention import DATA_ENV_VAR
+
+MAX_SOURCE_LENGTH = 40
+MAX_TARGET_LENGTH = 40
+VALIDATION_SAMPLE = 100
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir():
+    root = os.environ.get(DATA_ENV_VAR)
+    if not root or not os.path.isfile(os.path.join(root, "multi30k", "train.en.gz")):
+        pytest.fail(
+            f"Set {DATA_ENV_VAR} to the folder holding multi30k/*.gz (for example "
+            f"/work/shared/data) to run the serving tests. Received: {DATA_ENV_VAR}={root!r}"
+        )
+    return os.path.join(root, "multi30k")
+
+
+@pytest.fixture(scope="session")
+def translator(multi30k_dir):
+    """A `Translator` (1-layer Transformer, 1,000-token vocabularies) trained for 30 steps."""
+    from keras_attention import data
+    from keras_attention.decoding.translator import Translator
+    from keras_attention.models import build_model
+    from keras_attention.training.losses import MaskedSparseCrossEntropy
+
+    keras.utils.set_random_seed(0)
+    pairs = data.load_multi30k("en", "de", "train", data_dir=multi30k_dir).take(4000)
+    source = data.SubwordTokenizer.from_dataset(pairs.map(lambda s, t: s), 1000, lower_case=True)
+    target = data.SubwordTokenizer.from_dataset(pairs.map(lambda s, t: t), 1000)
+    batches = data.make_translation_dataset(pairs, source, target, 64, max_length=48, shuffle=True, seed=0)
+    model = build_model(
+        "transformer", "tiny", source.vocab_size, target.vocab_size, max_length=48,
+        num_layers=1, d_model=64, num_heads=2, intermediate_dim=128,
+    )
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=MaskedSparseCrossEntropy(), jit_compile=False)
+    model.fit(batches.take(30), epochs=1, verbose=0)
+    return Translator(model, source, target, MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH)
+
+
+@pytest.fixture(scope="session")
+def validation_sample(multi30k_dir):
+    """The first English sentences of the Multi30k validation split."""
+    from keras_attention import data
+
+    pairs = data.load_multi30k("en", "de", "val", data_dir=multi30k_dir).take(VALIDATION_SAMPLE)
+    return [source.decode("utf-8") for source, _ in pairs.as_numpy_iterator()]
+
+
+@pytest.fixture(scope="session")
+def exports(translator, tmp_path_factory):
+    """`{"greedy": dir, "beam": dir}`: version folders exported from `translator`."""
+    from keras_attention.serving import export
+
+    root = tmp_path_factory.mktemp("exports")
+    return {
+        "greedy": export(translator, str(root / "greedy"), method="greedy"),
+        "beam": export(translator, str(root / "beam"), method="beam", beam_size=3, length_penalty=0.6),
+    }
+
+
+@pytest.fixture(scope="session")
+def signatures(exports):
+    """The reloaded `serving_default` and `translate_ids` functions of each export."""
+    loaded = {method: tf.saved_model.load(path) for method, path in exports.items()}
+    return {
+        method: (model.signatures["serving_default"], model.signatures["translate_ids"], model)
+        for method, model in loaded.items()
+    }

@@ -1,0 +1,29 @@
+"""`keras-attention export`, run through `keras_attention.cli.main`."""
+
+import json
+import os
+
+import tensorflow as tf
+
+from keras_attention.cli import main
+from keras_attention.decoding.translator import Translator
+
+
+def test_cli_exports_a_saved_translator(translator, tmp_path, capsys):
+    saved = str(tmp_path / "translator")
+    translator.save(saved)
+    base = str(tmp_path / "served")
+    assert main(["export", saved, base, "--method", "greedy", "--max-length", "12"]) == 0
+    assert f"exported: {os.path.join(base, '1')}" in capsys.readouterr().out
+    with open(os.path.join(base, "1", "assets.extra", "keras_attention.json")) as f:
+        assert json.load(f)["max_length"] == 12
+    translate = tf.saved_model.load(os.path.join(base, "1")).signatures["serving_default"]
+    sentences = ["A dog runs in the park.", "", "Two women sit on a bench."]
+    short = Translator(translator.model, translator.source_tokenizer, translator.target_tokenizer,
+                       translator.max_source_length, max_target_length=12)
+    out = translate(sentences=tf.constant(sentences))
+    assert [t.decode("utf-8") for t in out["translations"].numpy()] == short(sentences)
+
+    # Errors give a message and exit status 2, not a traceback.
+    assert main(["export", str(tmp_path / "missing"), base]) == 2
+    assert "translator.json" in capsys.readouterr().err
