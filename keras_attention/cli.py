@@ -38,12 +38,17 @@ def _parser():
     train.add_argument("--max-length", type=int, default=64, help="longest sentence in tokens")
     train.add_argument("--epochs", type=int, default=10)
     train.add_argument("--batch-size", type=int, default=64, help="global batch, in sentences")
+    train.add_argument("--batch-tokens", type=int, help="global batch as a token budget (instead of --batch-size)")
     train.add_argument("--learning-rate", type=float)
     train.add_argument("--warmup-steps", type=int)
     train.add_argument("--label-smoothing", type=float, default=0.1)
     train.add_argument("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker"))
     train.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"))
     train.add_argument("--no-jit", action="store_true", help="do not compile with XLA")
+    train.add_argument("--backup-every-steps", type=int, metavar="N",
+                       help="back up every N steps (default: each epoch); rerun the command to resume")
+    train.add_argument("--keep-checkpoints", type=int, default=5, metavar="N",
+                       help="keep the last N epochs' weights in OUTPUT/checkpoints (default: 5; 0: none)")
     train.add_argument("--output", default="runs/latest", help="output folder")
     train.add_argument("--max-train-examples", type=int)
     train.add_argument("--seed", type=int, default=0)
@@ -64,6 +69,12 @@ def _parser():
     demo.add_argument("--output", default="runs/demo")
     demo.add_argument("--quick", action="store_true", help="a tiny run for tests (seconds, not minutes)")
     demo.add_argument("--data-dir")
+
+    average = commands.add_parser("average-checkpoints", help="average the weights of several checkpoints")
+    average.add_argument("checkpoints", nargs="+", metavar="CKPT", help=".weights.h5 or .keras files")
+    average.add_argument("--output", required=True,
+                         help="a .weights.h5 or .keras file; with --translator, a new translator folder")
+    average.add_argument("--translator", help="a translator folder whose model gets the averaged weights")
 
     export = commands.add_parser("export", help="write a SavedModel for TF Serving: strings in, translations out")
     export.add_argument("translator", help="folder written by train (…/translator)")
@@ -104,10 +115,12 @@ def _config_from_args(args):
         valid_files=_tuple(args.valid_files), test_files=_tuple(args.test_files),
         tfds_name=args.tfds_name, vocab_size=args.vocab_size, lower_case=args.lower_case,
         max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
+        batch_tokens=args.batch_tokens,
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
         label_smoothing=args.label_smoothing, strategy=args.strategy, precision=args.precision,
         jit_compile=not args.no_jit, output_dir=args.output,
         max_train_examples=args.max_train_examples, seed=args.seed,
+        backup_every_steps=args.backup_every_steps, keep_checkpoints=args.keep_checkpoints,
     )
 
 
@@ -164,6 +177,8 @@ def _run(args):
         from keras_attention.demo import run_demo
 
         return run_demo(args.output, quick=args.quick, data_dir=args.data_dir)
+    if args.command == "average-checkpoints":
+        return _average(args)
 
     if args.command == "export":
         return _export(args)
@@ -202,6 +217,28 @@ def _run(args):
     return 0
 
 
+def _average(args):
+    import shutil
+
+    from keras_attention.training import averaging
+
+    if not args.translator:
+        averaging.average_checkpoints(args.checkpoints, args.output)
+        print(f"average of {len(args.checkpoints)} checkpoints: {args.output}")
+        return 0
+    source = os.path.join(args.translator, "model.keras")
+    if not os.path.exists(source):
+        raise FileNotFoundError(f"No translator model at {source!r}. Received: --translator {args.translator}")
+    os.makedirs(args.output, exist_ok=True)
+    for name in os.listdir(args.translator):
+        if name != "model.keras" and os.path.isfile(os.path.join(args.translator, name)):
+            shutil.copy(os.path.join(args.translator, name), args.output)
+    weights = averaging.average_weights(args.checkpoints)
+    averaging.replace_weights_in_keras_file(source, os.path.join(args.output, "model.keras"), weights)
+    print(f"translator with the average of {len(args.checkpoints)} checkpoints: {args.output}")
+    return 0
+
+
 def _config_from_args_for_data(args):
     from keras_attention.training.recipe import TrainConfig
 
@@ -212,9 +249,6 @@ def _config_from_args_for_data(args):
 
 
 def _export(args):
-    # The saved model's compile config names our loss and metric: register them first.
-    import keras_attention.training.losses  # noqa: F401
-    import keras_attention.training.metrics  # noqa: F401
     from keras_attention.decoding.translator import Translator
     from keras_attention.serving import export
 

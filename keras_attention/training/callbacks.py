@@ -1,5 +1,8 @@
 """Keras callbacks for translation training."""
 
+import os
+import re
+
 import keras
 
 from keras_attention.training.evaluation import evaluate_bleu
@@ -43,3 +46,40 @@ class BleuCallback(keras.callbacks.Callback):
                 f"sentences\n  source:    {self.pairs[0][0]}\n  reference: {self.pairs[0][1]}\n"
                 f"  output:    {scores['hypotheses'][0]}"
             )
+
+
+class EpochCheckpoints(keras.callbacks.Callback):
+    """Save the weights at the end of every epoch; keep only the last `keep` files.
+
+    Files are `directory/epoch-001.weights.h5`, `epoch-002...` (1-based epoch
+    numbers), the material for checkpoint averaging
+    (`keras_attention.training.averaging`; the Transformer paper averaged the
+    last 5 checkpoints of its base model and the last 20 of its big one).
+
+    Args:
+        directory: str. Folder for the checkpoints.
+        keep: int. How many of the newest checkpoints to keep. Defaults to 5.
+    """
+
+    def __init__(self, directory, keep=5):
+        super().__init__()
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"`keep` must be a positive int. Received: keep={keep!r}")
+        self.directory = directory
+        self.keep = keep
+
+    def on_epoch_end(self, epoch, logs=None):
+        os.makedirs(self.directory, exist_ok=True)
+        partial = os.path.join(self.directory, "partial.weights.h5")
+        self.model.save_weights(partial, overwrite=True)
+        os.replace(partial, os.path.join(self.directory, f"epoch-{epoch + 1:03d}.weights.h5"))
+        for old in self.checkpoints()[: -self.keep]:
+            os.remove(old)
+
+    def checkpoints(self):
+        """Paths of the saved checkpoints, oldest first."""
+        if not os.path.isdir(self.directory):
+            return []
+        names = [n for n in os.listdir(self.directory) if re.fullmatch(r"epoch-\d+\.weights\.h5", n)]
+        names.sort(key=lambda n: int(n[len("epoch-"):-len(".weights.h5")]))
+        return [os.path.join(self.directory, n) for n in names]

@@ -103,3 +103,41 @@ def xla_supported(strategy):
     is for one replica only.
     """
     return strategy.num_replicas_in_sync == 1 and getattr(strategy, "cluster_resolver", None) is None
+
+
+def adapt_to_multi_worker(model, batch):
+    """Let `model.fit` and `evaluate` run under `MultiWorkerMirroredStrategy` (Keras 3).
+
+    Keras 3's TensorFlow trainer (3.15 included) fails under this strategy in
+    two places (keras-team/keras#20585, tensorflow/tensorflow#72388): before
+    the first step it averages the first batch over workers with one
+    `strategy.reduce` of a nested structure, which the strategy rejects; and
+    after each step it reduces every scalar log with `axis=0`. For this model
+    instance only, this builds the compiled loss, metrics and optimizer on a
+    local `batch` instead, skips that first reduce, and makes the train and
+    test steps return their logs with shape (1,), which Keras then averages
+    over the replicas. Epoch-end logs come from the metrics themselves and
+    are exact. Call it in the strategy's scope, after `compile`.
+
+    Args:
+        model: a compiled `keras.Model` created under the strategy.
+        batch: one `(x, y)` batch of the training data, as plain tensors.
+    """
+    model._symbolic_build(data_batch=batch)
+    model._maybe_symbolic_build = _built_already
+    model.train_step = _logs_as_vectors(model.train_step)
+    model.test_step = _logs_as_vectors(model.test_step)
+    return model
+
+
+def _built_already(iterator=None, data_batch=None):
+    return None
+
+
+def _logs_as_vectors(step):
+    def step_with_vector_logs(data):
+        logs = step(data)
+        return {name: tf.reshape(value, (1,)) if value.shape.rank == 0 else value
+                for name, value in logs.items()}
+
+    return step_with_vector_logs

@@ -72,12 +72,16 @@ class MaskedSparseCrossEntropy(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         y_true = ops.cast(y_true, "int32")
-        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)  # (B, T, V)
-        true_log_prob = ops.take_along_axis(log_probs, y_true[..., None], axis=-1)[..., 0]
-        per_token = -true_log_prob  # (B, T)
-        if self.label_smoothing:
-            eps = self.label_smoothing
-            per_token = (1.0 - eps) * per_token - eps * ops.mean(log_probs, axis=-1)
+        logits = ops.cast(y_pred, "float32")  # (B, T, V)
+        # With log p_k = z_k - logsumexp(z), the smoothed cross-entropy is
+        # logsumexp(z) - (1 - eps) z_y - eps mean_k(z): reductions over the
+        # logits only, without materialising a (B, T, V) log-softmax.
+        log_norm = ops.logsumexp(logits, axis=-1)  # (B, T)
+        true_logit = ops.take_along_axis(logits, y_true[..., None], axis=-1)[..., 0]  # (B, T)
+        eps = self.label_smoothing
+        per_token = log_norm - (1.0 - eps) * true_logit
+        if eps:
+            per_token = per_token - eps * ops.mean(logits, axis=-1)
         mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
         count = _sum_over_replicas(ops.sum(mask))  # real tokens in the global batch
         return ops.sum(per_token * mask) / ops.maximum(ops.stop_gradient(count), 1.0)

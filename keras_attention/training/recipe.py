@@ -15,11 +15,14 @@ import tensorflow as tf
 from keras_attention import data
 from keras_attention.decoding.translator import Translator
 from keras_attention.models import build_model
-from keras_attention.training.callbacks import BleuCallback
+from keras_attention.training import distribution
+from keras_attention.training.callbacks import BleuCallback, EpochCheckpoints
 from keras_attention.training.distribution import get_strategy, set_precision
 from keras_attention.training.evaluation import evaluate_bleu
+from keras_attention.training.fault_tolerance import ResumableBackup, fit_resumable, read_csv_history
 from keras_attention.training.losses import MaskedSparseCrossEntropy
 from keras_attention.training.metrics import MaskedTokenAccuracy
+from keras_attention.training.optimizers import Adam
 from keras_attention.training.schedules import TransformerSchedule
 
 DATASETS = ("multi30k", "dates", "files", "tsv", "tfds")
@@ -46,12 +49,21 @@ class TrainConfig:
         max_length: longest tokenized sentence (markers included); longer
             training pairs are dropped, longer test sources truncated.
         epochs, batch_size: as in `fit` (batch_size is the global batch).
+        batch_tokens: a token budget per batch instead of `batch_size` (each
+            length bucket gets as many pairs as fit).
         learning_rate: None for the model's default (the warm-up schedule for
             the Transformer, 1e-3 for RNNs).
         warmup_steps: Transformer warm-up; None means 5% of all steps.
         label_smoothing: epsilon of the loss.
-        strategy, precision, jit_compile: see `training.distribution`.
-        output_dir: where checkpoints, the translator and results go.
+        strategy, precision, jit_compile: see `training.distribution` (XLA
+            is used with one replica only).
+        output_dir: where checkpoints, the translator and results go (other
+            tasks than the chief of a multi-worker cluster use a subfolder).
+        backup_every_steps: back up the training state every N steps (and at
+            each epoch end), or None for epoch ends only; a killed run started
+            again with the same command resumes from the backup.
+        keep_checkpoints: keep the weights of the last N epochs in
+            `checkpoints/` for checkpoint averaging (0: none).
         max_train_examples: use only the first N training pairs (quick runs).
         bleu_sample: validation sentences decoded by the BLEU callback.
         seed: random seed for weights and shuffling.
@@ -74,6 +86,7 @@ class TrainConfig:
     max_length: int = 64
     epochs: int = 10
     batch_size: int = 64
+    batch_tokens: int = None
     learning_rate: float = None
     warmup_steps: int = None
     label_smoothing: float = 0.1
@@ -81,6 +94,8 @@ class TrainConfig:
     precision: str = "float32"
     jit_compile: bool = True
     output_dir: str = "runs/latest"
+    backup_every_steps: int = None
+    keep_checkpoints: int = 5
     max_train_examples: int = None
     bleu_sample: int = 200
     seed: int = 0
@@ -129,7 +144,7 @@ def _sides(pairs):
     return pairs.map(_source_side), pairs.map(_target_side)
 
 
-def _compile(model, config, steps_per_epoch):
+def _compile(model, config, steps_per_epoch, jit_compile):
     if config.learning_rate is not None:
         rate = config.learning_rate
     elif config.model == "transformer":
@@ -140,12 +155,13 @@ def _compile(model, config, steps_per_epoch):
         rate = TransformerSchedule(model.d_model, warmup, scale=1e-3 / peak)
     else:
         rate = 1e-3
-    optimizer = keras.optimizers.Adam(rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=1.0)
+    # Our Adam clips the gradient of the global batch, not each replica's share.
+    optimizer = Adam(rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=1.0)
     model.compile(
         optimizer=optimizer,
         loss=MaskedSparseCrossEntropy(label_smoothing=config.label_smoothing),
         metrics=[MaskedTokenAccuracy()],
-        jit_compile=config.jit_compile,
+        jit_compile=jit_compile,
     )
 
 
@@ -153,18 +169,26 @@ def train(config, verbose=1):
     """Run a whole training job; return `(translator, results)`.
 
     Writes to `config.output_dir`: `backup/` (resumable state, removed after a
-    finished run), `translator/` (model and vocabularies), `history.csv` and
-    `results.json` (BLEU on the test split, timings, the configuration).
+    finished run), `checkpoints/` (the last epochs' weights), `translator/`
+    (model and vocabularies; written before training, for evaluators, and
+    after), `history.csv` and `results.json` (BLEU on the test split,
+    timings, steps, the configuration).
     """
-    os.makedirs(config.output_dir, exist_ok=True)
+    strategy = get_strategy(config.strategy)  # first: a multi-worker strategy must precede any TF op
+    output_dir = config.output_dir
+    if not distribution.is_chief(strategy):
+        output_dir = os.path.join(output_dir, distribution.task_name(strategy))
+    os.makedirs(output_dir, exist_ok=True)
     keras.utils.set_random_seed(config.seed)
     set_precision(config.precision)
-    strategy = get_strategy(config.strategy)
+    jit_compile = config.jit_compile and distribution.xla_supported(strategy)
     (train_pairs, valid_pairs, test_pairs), description = load_splits(config)
     if config.max_train_examples:
         train_pairs = train_pairs.take(config.max_train_examples)
     print(f"Data: {description}. Strategy: {type(strategy).__name__} with "
-          f"{strategy.num_replicas_in_sync} replica(s). Precision: {config.precision}.")
+          f"{strategy.num_replicas_in_sync} replica(s), global batch "
+          f"{f'{config.batch_tokens} tokens' if config.batch_tokens else config.batch_size}. "
+          f"Precision: {config.precision}. XLA: {'on' if jit_compile else 'off'}.")
 
     started = time.time()
     source_texts, target_texts = _sides(train_pairs)
@@ -178,7 +202,8 @@ def train(config, verbose=1):
     # Under XLA every new batch shape costs a compilation: pad each batch to its
     # bucket's boundary and drop the ragged last batch, so a few shapes recur.
     train_ds = data.make_translation_dataset(
-        train_pairs, source_tok, target_tok, config.batch_size, max_length=config.max_length,
+        train_pairs, source_tok, target_tok, None if config.batch_tokens else config.batch_size,
+        batch_tokens=config.batch_tokens, max_length=config.max_length,
         bucket_boundaries="auto", pad_to_bucket_boundary=config.jit_compile,
         drop_remainder=config.jit_compile, shuffle=True, seed=config.seed,
     )
@@ -201,30 +226,39 @@ def train(config, verbose=1):
         )
         (source_ids, target_in), _ = next(iter(train_ds))
         model((source_ids[:1], target_in[:1]))  # build the weights (BackupAndRestore needs them)
-        _compile(model, config, steps_per_epoch)
+        _compile(model, config, steps_per_epoch, jit_compile)
+        if getattr(strategy, "cluster_resolver", None) is not None:
+            distribution.adapt_to_multi_worker(model, next(iter(train_ds)))
 
     translator = Translator(model, source_tok, target_tok, config.max_length, config.max_length)
-    callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(config.output_dir, "backup")),
-        keras.callbacks.CSVLogger(os.path.join(config.output_dir, "history.csv")),
-        keras.callbacks.TerminateOnNaN(),
-    ]
+    translator.save(os.path.join(output_dir, "translator"))  # early too: evaluators need the vocabularies
+    backup = ResumableBackup(os.path.join(output_dir, "backup"), save_freq=config.backup_every_steps or "epoch")
+    backup.set_model(model)
+    resumed_from = backup.restore()
+    callbacks = []  # BLEU first, so that the CSV log has its scores
     if valid_pairs is not None and config.bleu_sample:
         sample = [(s.decode(), t.decode()) for s, t in valid_pairs.take(config.bleu_sample).as_numpy_iterator()]
         callbacks.append(BleuCallback(translator, sample, verbose=bool(verbose)))
+    if config.keep_checkpoints:
+        callbacks.append(EpochCheckpoints(os.path.join(output_dir, "checkpoints"), config.keep_checkpoints))
+    history_path = os.path.join(output_dir, "history.csv")
+    callbacks += [keras.callbacks.CSVLogger(history_path, append=resumed_from > 0), keras.callbacks.TerminateOnNaN()]
     fit_started = time.time()
-    history = model.fit(train_ds, validation_data=valid_ds, epochs=config.epochs,
-                        callbacks=callbacks, verbose=verbose, shuffle=False)  # the dataset shuffles
+    fit_resumable(model, train_ds, config.epochs, steps_per_epoch, backup, callbacks,
+                  validation_data=valid_ds, verbose=verbose, shuffle=False)  # the dataset shuffles
     train_seconds = time.time() - fit_started
+    backup.delete()
 
-    translator.save(os.path.join(config.output_dir, "translator"))
+    translator.save(os.path.join(output_dir, "translator"))
     results = {"data": description, "train_seconds": round(train_seconds, 1),
-               "parameters": int(model.count_params()), "config": dataclasses.asdict(config)}
+               "parameters": int(model.count_params()), "steps": backup.completed_steps,
+               "steps_per_epoch": steps_per_epoch, "resumed_from_step": resumed_from,
+               "replicas": strategy.num_replicas_in_sync, "config": dataclasses.asdict(config)}
     if test_pairs is not None:
         scores = evaluate_bleu(translator, test_pairs)
         results["test"] = {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")}
         results["examples"] = list(zip(scores["references"][:3], scores["hypotheses"][:3]))
-    results["history"] = {k: [float(v) for v in values] for k, values in history.history.items()}
-    with open(os.path.join(config.output_dir, "results.json"), "w", encoding="utf-8") as f:
+    results["history"] = read_csv_history(history_path)  # all epochs, also those before a restart
+    with open(os.path.join(output_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2, ensure_ascii=False)
     return translator, results

@@ -31,12 +31,11 @@ if MODE == "replicas":
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
 import keras  # noqa: E402
-keras.config.disable_traceback_filtering()
 
 from keras_attention.models import Seq2SeqRNN, Transformer  # noqa: E402
 from keras_attention.training import MaskedSparseCrossEntropy, MaskedTokenAccuracy  # noqa: E402
 from keras_attention.training import optimizers  # noqa: E402
-from keras_attention.training.distribution import get_strategy  # noqa: E402
+from keras_attention.training.distribution import adapt_to_multi_worker, get_strategy  # noqa: E402
 
 GLOBAL_BATCH, BATCHES, SOURCE_LEN, TARGET_LEN, VOCAB = 8, 3, 7, 9, 40
 
@@ -116,8 +115,8 @@ def train_worker():
         model(example)
         model.compile(make_optimizer("adam_clipnorm"), loss=MaskedSparseCrossEntropy(),
                       jit_compile=False)
-        model._symbolic_build(data_batch=next(iter(ds)))
-        model._maybe_symbolic_build = lambda *a, **k: None
+        if strategy.num_replicas_in_sync > 1:
+            adapt_to_multi_worker(model, next(iter(ds)))
     history = model.fit(ds, epochs=2, verbose=0)
     weights = {f"w{i}": w for i, w in enumerate(model.get_weights())}
     np.savez(OUT, loss=np.array(history.history["loss"]), replicas=strategy.num_replicas_in_sync,

@@ -1,0 +1,159 @@
+"""Backups every N steps and mid-epoch resumption; the CLI killed with SIGKILL and run again."""
+
+import json
+import os
+import signal
+import time
+
+import h5py
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attention.training.fault_tolerance import ResumableBackup, fit_resumable, read_csv_history
+from tests.training import subprocesses
+
+STEPS, EPOCHS = 5, 3
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(STEPS * 4, 3)).astype("float32")
+    y = x @ np.array([[1.0], [-2.0], [0.5]], "float32")
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(4)  # not shuffled: same batches each run
+
+
+def _model():
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(0.05, momentum=0.9), loss="mse")
+    return model
+
+
+class _Interrupt(keras.callbacks.Callback):
+    """Raise after `at` steps, as a kill would stop the process."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.at, self.seen = at, 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen += 1
+        if self.seen == self.at:
+            raise KeyboardInterrupt
+
+
+def test_resumes_mid_epoch_with_the_same_steps_and_weights(tmp_path):
+    reference = _model()
+    reference.fit(_data(), epochs=EPOCHS, verbose=0)
+
+    model = _model()
+    backup = ResumableBackup(str(tmp_path / "backup"), save_freq=2)
+    backup.set_model(model)
+    assert backup.restore() == 0
+    with pytest.raises(KeyboardInterrupt):  # at step 8, in epoch 2
+        fit_resumable(model, _data(), EPOCHS, STEPS, backup, [_Interrupt(at=8)], verbose=0)
+    metadata = json.loads((tmp_path / "backup" / "training_metadata.json").read_text())
+    assert metadata["completed_steps"] == 6  # backups held 2, 4, 5 (epoch end), then 6 steps
+
+    restarted = _model()  # a new process: fresh weights, then the backup
+    backup = ResumableBackup(str(tmp_path / "backup"), save_freq=2)
+    backup.set_model(restarted)
+    assert backup.restore() == 6
+    history = fit_resumable(restarted, _data(), EPOCHS, STEPS, backup, verbose=0)
+    assert len(history["loss"]) == 2  # the rest of epoch 2, then epoch 3
+    assert backup.completed_steps == EPOCHS * STEPS
+    assert int(restarted.optimizer.iterations) == int(reference.optimizer.iterations) == EPOCHS * STEPS
+    for a, b in zip(restarted.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    with h5py.File(tmp_path / "backup" / "latest.weights.h5", "r") as f:
+        assert int(f.attrs["completed_steps"]) == EPOCHS * STEPS
+    backup.delete()
+    assert not (tmp_path / "backup").exists()
+
+
+def test_backup_at_an_epoch_end_starts_the_next_epoch(tmp_path):
+    model = _model()
+    backup = ResumableBackup(str(tmp_path / "backup"))  # epoch ends only
+    backup.set_model(model)
+    with pytest.raises(KeyboardInterrupt):
+        fit_resumable(model, _data(), EPOCHS, STEPS, backup, [_Interrupt(at=STEPS + 2)], verbose=0)
+    again = _model()
+    backup = ResumableBackup(str(tmp_path / "backup"))
+    backup.set_model(again)
+    assert backup.restore() == STEPS
+    history = fit_resumable(again, _data(), EPOCHS, STEPS, backup, verbose=0)
+    assert len(history["loss"]) == EPOCHS - 1 and int(again.optimizer.iterations) == EPOCHS * STEPS
+
+
+def test_backup_checks_save_freq(tmp_path):
+    for bad in (0, -3, 2.5, True, "step"):
+        with pytest.raises(ValueError, match="save_freq"):
+            ResumableBackup(str(tmp_path), save_freq=bad)
+
+
+def test_read_csv_history_keeps_the_last_line_of_an_epoch(tmp_path):
+    path = tmp_path / "history.csv"
+    path.write_text("epoch,loss,val_loss\n0,2.0,2.5\n1,1.5,2.0\n1,1.4,1.9\n2,1.0,NA\n")
+    assert read_csv_history(str(path)) == {"loss": [2.0, 1.4, 1.0], "val_loss": [2.5, 1.9, "NA"]}
+    assert read_csv_history(str(tmp_path / "missing.csv")) == {}
+
+
+def _train_command(output):
+    return ["-m", "keras_attention.cli", "train", "--model", "transformer", "--preset", "tiny",
+            "--dataset", "dates", "--vocab-size", "200", "--max-length", "32", "--epochs", "3",
+            "--batch-size", "16", "--max-train-examples", "640", "--no-jit", "--seed", "1",
+            "--backup-every-steps", "3", "--keep-checkpoints", "3", "--output", str(output)]
+
+
+def _iterations(translator_dir):
+    """The optimizer's step counter saved with the translator's model."""
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(os.path.join(translator_dir, "model.keras")) as archive:
+        with h5py.File(io.BytesIO(archive.read("model.weights.h5")), "r") as f:
+            return int(f["optimizer/vars/0"][()])
+
+
+def test_cli_killed_mid_epoch_resumes_and_ends_like_an_uninterrupted_run(tmp_path):
+    whole = subprocesses.start(_train_command(tmp_path / "whole"), tmp_path / "whole.log")
+    assert subprocesses.finish([whole], timeout=600) == [0], subprocesses.logs([whole])
+    expected = json.loads((tmp_path / "whole" / "results.json").read_text())
+    steps_per_epoch = expected["steps_per_epoch"]
+    assert expected["steps"] == 3 * steps_per_epoch
+
+    # Kill the second run with SIGKILL once a backup inside epoch 2 exists.
+    output = tmp_path / "killed"
+    metadata = output / "backup" / "training_metadata.json"
+    killed = subprocesses.start(_train_command(output), tmp_path / "killed.log")
+    deadline, backed_up = time.monotonic() + 600, 0
+    try:
+        while time.monotonic() < deadline and killed.poll() is None:
+            try:
+                backed_up = json.loads(metadata.read_text())["completed_steps"]
+            except (OSError, ValueError, KeyError):
+                backed_up = 0
+            if backed_up > steps_per_epoch and backed_up % steps_per_epoch:
+                break
+            time.sleep(0.02)
+    finally:
+        subprocesses.kill(killed, signal.SIGKILL)
+    assert killed.returncode == -signal.SIGKILL, subprocesses.logs([killed])
+    history_before = (output / "history.csv").read_text()
+    checkpoints_before = sorted(os.listdir(output / "checkpoints"))
+    assert history_before.count("\n") >= 2 and checkpoints_before  # epoch 1 was logged and saved
+
+    again = subprocesses.start(_train_command(output), tmp_path / "again.log")
+    assert subprocesses.finish([again], timeout=600) == [0], subprocesses.logs([again])
+    results = json.loads((output / "results.json").read_text())
+    resumed = results["resumed_from_step"]
+    assert resumed >= backed_up and resumed % steps_per_epoch, resumed  # resumed mid-epoch
+    assert "Resuming from the backup" in open(tmp_path / "again.log", errors="replace").read()
+    assert results["steps"] == expected["steps"]
+    assert _iterations(output / "translator") == _iterations(tmp_path / "whole" / "translator")
+    assert (output / "history.csv").read_text().startswith(history_before)  # nothing lost
+    assert len(results["history"]["loss"]) == len(expected["history"]["loss"]) == 3
+    assert sorted(os.listdir(output / "checkpoints"))[-1] == "epoch-003.weights.h5"
+    assert not (output / "backup").exists()  # a finished run removes its backup
