@@ -10,7 +10,7 @@ CASES = {
     "bahdanau": dict(overrides={"units": 96, "embedding_dim": 32}, epochs=6, learning_rate=3e-3),
     "transformer": dict(
         overrides={"num_layers": 2, "d_model": 64, "num_heads": 4, "intermediate_dim": 128, "dropout": 0.0},
-        epochs=10,
+        epochs=12,  # 10 left too little margin over 95% (0.90-0.98 across runs)
         learning_rate=2e-3,
     ),
 }
