@@ -1,0 +1,97 @@
+"""Every tutorial runs as a script in QUICK mode and writes its figures, and every
+committed notebook holds the same cells as its script.
+
+Each tutorial runs in its own Python process (it sets up TensorFlow its own way:
+tutorial 11 splits the CPU into two logical devices first), with the figures and
+the model cache in the test's temporary folder. In QUICK mode a tutorial takes
+20-60 s on a 2-core CPU; the timeout is generous because CI machines are shared.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import jupytext
+import nbformat
+import pytest
+
+from keras_attention import DATA_ENV_VAR
+
+TUTORIALS = pathlib.Path(__file__).resolve().parents[2] / "tutorials"
+SCRIPTS = sorted(TUTORIALS.glob("[0-9][0-9]_*.py"))
+TIMEOUT_SECONDS = 300
+
+# The figures each tutorial must write (tutorials/README.md shows one of each).
+FIGURES = {
+    "01_rnn_encoder_decoder": ["01_bleu_by_length.png"],
+    "02_bahdanau_attention": ["02_bleu_by_length.png", "02_alignment_1.png", "02_alignment_2.png"],
+    "03_luong_attention": ["03_global_vs_local.png", "03_alignment.png"],
+    "04_query_key_value": ["04_soft_lookup.png", "04_inter_attention.png", "04_self_attention.png"],
+    "05_scaled_dot_product_and_multi_head": ["05_scaling.png", "05_heads.png"],
+    "06_positional_encoding": ["06_position_encoding.png", "06_position_similarity.png"],
+    "07_encoder_block": ["07_encoder_heads.png", "07_residual_stream.png"],
+    "08_decoder": ["08_causal_mask.png", "08_future_tokens.png", "08_cross_attention.png"],
+    "09_training_the_transformer": [
+        "09_schedule.png", "09_label_smoothing.png", "09_history.png",
+        "09_cross_attention_heads.png", "09_results.png",
+    ],
+    "10_decomposable_attention": ["10_alignment.png", "10_alignment_default_start.png", "10_training.png"],
+    "11_distributed_training": ["11_loss_per_step.png"],
+    "12_export_and_serve": ["12_serving_latency.png"],
+}
+
+
+def test_every_tutorial_is_listed():
+    assert [s.stem for s in SCRIPTS] == sorted(FIGURES)
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_tutorial_runs_in_quick_mode(script, tmp_path):
+    if not os.environ.get(DATA_ENV_VAR):
+        pytest.fail(f"Set {DATA_ENV_VAR} to the folder holding multi30k/ (for example /work/shared/data).")
+    figures = tmp_path / "figures"
+    env = dict(
+        os.environ,
+        QUICK="1",
+        TUTORIAL_OUTPUT_DIR=str(figures),
+        TUTORIAL_CACHE_DIR=str(tmp_path / "cache"),
+        MPLBACKEND="Agg",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        PYTHONUNBUFFERED="1",
+    )
+    done = subprocess.run(
+        [sys.executable, "-u", script.name], cwd=TUTORIALS, env=env,
+        capture_output=True, text=True, timeout=TIMEOUT_SECONDS,
+    )
+    assert done.returncode == 0, f"{script.name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert "mode: QUICK" in done.stdout
+    for name in FIGURES[script.stem]:
+        path = figures / name
+        assert path.is_file() and path.stat().st_size > 1000, f"{script.name} did not write {name}"
+
+
+def _cells(notebook):
+    return [(cell.cell_type, cell.source) for cell in notebook.cells if cell.cell_type in ("code", "markdown")]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_notebook_is_in_sync_with_script(script):
+    notebook_path = script.with_suffix(".ipynb")
+    assert notebook_path.is_file(), (
+        f"{notebook_path.name} is missing: build it with `python tutorials/build_notebooks.py {script.name}`"
+    )
+    committed = nbformat.read(notebook_path, as_version=4)
+    regenerated = jupytext.read(script)
+    assert _cells(regenerated) == _cells(committed), (
+        f"{notebook_path.name} is out of date: rebuild it with `python tutorials/build_notebooks.py {script.name}`"
+    )
+    code_cells = [c for c in committed.cells if c.cell_type == "code"]
+    assert all(c.get("outputs") for c in code_cells[:1]), f"{notebook_path.name} was saved without outputs"
+
+
+def test_readme_indexes_every_tutorial_and_figure():
+    readme = (TUTORIALS / "README.md").read_text(encoding="utf-8")
+    for script in SCRIPTS:
+        assert script.name in readme and script.with_suffix(".ipynb").name in readme, script.name
+        assert any(f"figures/{name}" in readme for name in FIGURES[script.stem]), script.name

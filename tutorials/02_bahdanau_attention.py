@@ -1,0 +1,179 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · Bahdanau attention: an alignment model and a context vector per word
+#
+# Tutorial 01 squeezed the source sentence into one vector. Bahdanau, Cho and
+# Bengio (2014, "Neural Machine Translation by Jointly Learning to Align and
+# Translate") keep *all* the encoder states and let the decoder choose, for every
+# word it writes, which of them to read. The first code cell prints which mode
+# (QUICK or full) produced the outputs shown.
+
+# %%
+import keras
+import matplotlib.pyplot as plt
+import numpy as np
+
+import _common
+from _common import figure_path
+from keras_attention import layers
+from keras_attention.plotting import plot_attention
+
+_common.start("02 Bahdanau attention")
+
+# %% [markdown]
+# ## The idea (paper, section 3)
+#
+# Old statistical translation systems modelled *alignment* explicitly: which source
+# words does each target word come from? Bahdanau et al. make a soft, differentiable
+# version of that and learn it together with the translation.
+#
+# * The encoder is a bidirectional RNN. Position $j$ gets an **annotation**
+#   $h_j = [\overrightarrow{h}_j; \overleftarrow{h}_j]$ that describes word $j$ in
+#   the context of the words on both sides.
+# * Before writing word $i$, the decoder scores every annotation against its
+#   previous state $s_{i-1}$ with a one-hidden-layer network, the **alignment model**
+#   (appendix A.1.2): $e_{ij} = v^\top \tanh(W s_{i-1} + U h_j)$.
+# * A softmax over $j$ turns the scores into weights $\alpha_{ij}$ (positive, summing
+#   to one), and the **context vector** is the weighted average
+#   $c_i = \sum_j \alpha_{ij} h_j$.
+# * The decoder state is updated with it, $s_i = f(s_{i-1}, y_{i-1}, c_i)$, and the
+#   next word is predicted from $s_i$, $c_i$ and $y_{i-1}$.
+#
+# Each target word thus gets its own context vector. Nothing tells the model what
+# the right alignment is; the weights are whatever helps the translation loss.
+#
+# ## The layer on toy tensors
+#
+# `layers.BahdanauAttention(units)` is the alignment model plus the weighted sum.
+# Its `query` is the decoder state, its `value` the annotations. Below: a batch of
+# two sources of six positions, the second padded after four (`value_mask`).
+
+# %%
+attention = layers.BahdanauAttention(units=8)
+annotations = keras.random.normal((2, 6, 10), seed=1)  # h_j: (batch, source length, 2 x encoder units)
+source_mask = np.array([[True] * 6, [True] * 4 + [False] * 2])
+decoder_state = keras.random.normal((2, 5), seed=2)  # s_{i-1}: (batch, decoder units)
+
+context, weights = attention(decoder_state, annotations, value_mask=source_mask, return_attention_scores=True)
+print("context c_i:  ", tuple(context.shape), " (batch, annotation size)")
+print("weights alpha:", tuple(weights.shape), " (batch, source length)")
+print("weights sum to", np.round(keras.ops.sum(weights, axis=-1).numpy(), 6))
+print("weights on the padded positions:", weights.numpy()[1, 4:])
+
+# %% [markdown]
+# The same numbers from the formula, written in NumPy with the layer's own
+# weights ($W$ = `query_kernel`, $U$ = `key_kernel`, $v$ = `score_vector`):
+
+# %%
+W, U, v = attention.query_kernel.numpy(), attention.key_kernel.numpy(), attention.score_vector.numpy()
+h, s = annotations.numpy(), decoder_state.numpy()
+e = np.tanh((s @ W)[:, None, :] + h @ U) @ v  # e_ij: (batch, source length)
+e = np.where(source_mask, e, -np.inf)
+alpha = np.exp(e - e.max(-1, keepdims=True))
+alpha /= alpha.sum(-1, keepdims=True)
+c = np.einsum("bj,bjd->bd", alpha, h)
+print("max |alpha - layer|:  ", np.abs(alpha - weights.numpy()).max())
+print("max |context - layer|:", np.abs(c - context.numpy()).max())
+
+# %% [markdown]
+# During training the whole target is known, so all decoder steps can be scored at
+# once: a query of rank 3 `(batch, target length, units)` gives one row of weights per
+# target position. `Seq2SeqRNN` runs the layer step by step inside its recurrence
+# instead, since $s_{i-1}$ only exists once step $i-1$ has run; it computes $U h_j$ once
+# per sentence (`project_keys`), as the paper suggests.
+
+# %%
+all_states = keras.random.normal((2, 3, 5), seed=3)  # (batch, target length, decoder units)
+_, all_weights = attention(all_states, annotations, value_mask=source_mask, return_attention_scores=True)
+print("weights for 3 target positions:", tuple(all_weights.shape), " (batch, target, source)")
+
+# %% [markdown]
+# ## Training the attention model
+#
+# Same data, same tokenizers, same sizes and same training budget as the
+# fixed-vector model of tutorial 01; only `attention="bahdanau"` changes. The
+# fixed-vector model is reloaded from the cache if tutorial 01 trained it with these
+# settings, and trained here otherwise.
+
+# %%
+translation_data = _common.load_translation_data()
+baseline, _ = _common.train_translator("rnn", translation_data)
+translator, history = _common.train_translator("bahdanau", translation_data)
+print(f"parameters: fixed vector {baseline.model.count_params():,}, "
+      f"Bahdanau {translator.model.count_params():,}")
+
+# %% [markdown]
+# ## BLEU by source length, with and without attention
+
+# %%
+test_pairs = translation_data.test_pairs
+rows = {name: _common.bleu_by_length(t, test_pairs) for name, t in
+        (("fixed vector", baseline), ("Bahdanau", translator))}
+print(f"{'words':>6} {'sentences':>9} {'fixed vector':>13} {'Bahdanau':>9}   (lower-cased BLEU)")
+for fixed, attended in zip(rows["fixed vector"], rows["Bahdanau"]):
+    print(f"{fixed[0]:>6} {fixed[1]:9d} {fixed[3]:13.2f} {attended[3]:9.2f}")
+
+labels = [r[0] for r in rows["Bahdanau"]]
+x = np.arange(len(labels))
+fig, ax = plt.subplots(figsize=(6.5, 3.5))
+ax.bar(x - 0.2, [r[3] for r in rows["fixed vector"]], 0.4, label="fixed vector (01)", color="tab:gray")
+ax.bar(x + 0.2, [r[3] for r in rows["Bahdanau"]], 0.4, label="Bahdanau attention", color="tab:blue")
+ax.set_xticks(x, labels)
+ax.set_xlabel("source length (words)")
+ax.set_ylabel("BLEU (lower-cased)")
+ax.legend()
+fig.tight_layout()
+fig.savefig(figure_path("02_bleu_by_length.png"), dpi=100)
+gaps = [a[3] - f[3] for f, a in zip(rows["fixed vector"], rows["Bahdanau"])]
+print("attention minus fixed vector, per bucket:", [round(g, 2) for g in gaps])
+
+# %% [markdown]
+# ## Alignment heat maps
+#
+# `Translator.translate(..., return_attention=True)` returns, next to the text, the
+# weights $\alpha_{ij}$ of every output token and the source and output pieces to
+# label them with. Each row of the map is one output token; it sums to one over the
+# source pieces (which include the `[START]` and `[END]` markers).
+
+# %%
+examples = [en for en, _ in test_pairs[:2]]
+result = translator.translate(examples, return_attention=True)
+print("attention:", result.attention.shape, " (sentences, max output length, source length)")
+for i, sentence in enumerate(examples):
+    n_out, n_src = len(result.target_tokens[i]), len(result.source_tokens[i])
+    rows_sum = result.attention[i, :n_out, :n_src].sum(-1)
+    print(f"\nsource: {sentence}\noutput: {result.texts[i]}")
+    print(f"map {n_out} x {n_src}; rows sum to {rows_sum.min():.3f}..{rows_sum.max():.3f}")
+    plot_attention(
+        result.attention[i], result.source_tokens[i], result.target_tokens[i],
+        path=figure_path(f"02_alignment_{i + 1}.png"), title="Bahdanau attention",
+    )
+
+# %% [markdown]
+# Read a map row by row: each output piece and the source pieces it drew its context
+# from. Nobody told the model which words correspond, yet in the full run the maps show
+# a band running down the diagonal, since English and German word order mostly agree
+# in these descriptions, with the weight on the source word being translated ("Mann"
+# on "man", "Hut" on "hat") and spreading out where the translation goes wrong. After
+# a QUICK run the model has barely learned anything and the maps are nearly uniform.
+#
+# In the full run, attention more than doubled BLEU in every length bucket (about 11
+# to 15 against 5 to 7, same data, same two epochs). The gap did not widen with length
+# here: Multi30k's sentences are short (95% have under 20 words). Bahdanau et al.
+# trained on WMT sentences of up to 50 words and found the fixed-vector model's BLEU
+# falling steadily with sentence length while their attention model held up much
+# better (their figure 2). The attention decoder looks a word up when it needs it
+# instead of recovering it from one vector.
+#
+# Tutorial 03 keeps the model and changes how the scores are computed.

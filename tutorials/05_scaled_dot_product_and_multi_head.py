@@ -1,0 +1,184 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 05 · Scaled dot-product attention and multi-head attention
+#
+# The Transformer's attention (Vaswani et al., 2017, section 3.2) is
+#
+# $$\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V,$$
+#
+# the lookup of tutorial 04 with a dot product as the score, computed for all
+# queries at once as two matrix products, and divided by $\sqrt{d_k}$. This tutorial
+# shows numerically why the division is there, then splits the attention into heads.
+# Nothing is trained; both modes run in seconds.
+
+# %%
+import keras
+import matplotlib.pyplot as plt
+import numpy as np
+
+import _common
+from _common import figure_path
+from keras_attention import layers
+from keras_attention.plotting import plot_attention_heads
+
+_common.start("05 Scaled dot-product and multi-head attention")
+
+# %% [markdown]
+# ## Why divide by $\sqrt{d_k}$
+#
+# Take a query $q$ and a key $k$ whose $d_k$ entries are independent, with mean 0 and
+# variance 1 (roughly what a freshly initialised, normalised network produces). Their
+# dot product $q \cdot k = \sum_{i=1}^{d_k} q_i k_i$ is a sum of $d_k$ independent
+# terms of variance 1, so its variance is $d_k$ and its typical size $\sqrt{d_k}$
+# (the paper's footnote 4). Dividing by $\sqrt{d_k}$ brings the variance back to 1 for
+# any head size. Let us measure it.
+
+# %%
+rng = np.random.default_rng(0)
+dims = [4, 16, 64, 256, 1024]
+print(f"{'d_k':>5} {'var(q.k)':>10} {'var(q.k / sqrt(d_k))':>22}")
+variances = []
+for d_k in dims:
+    q = rng.normal(size=(20000, d_k))
+    k = rng.normal(size=(20000, d_k))
+    dots = np.sum(q * k, axis=1)
+    variances.append((dots.var(), (dots / np.sqrt(d_k)).var()))
+    print(f"{d_k:5d} {variances[-1][0]:10.1f} {variances[-1][1]:22.3f}")
+
+# %% [markdown]
+# ## What large logits do to the softmax
+#
+# Now give one query 10 keys and look at the softmax of the 10 dot products. When
+# the logits are spread over a range of tens, the largest one takes nearly all the
+# weight: the softmax becomes a hard arg-max. Its Jacobian,
+# $\partial p_i / \partial z_j = p_i(\delta_{ij} - p_j)$, then goes to zero, so the
+# scores (and $W^Q$, $W^K$ behind them) stop receiving gradient. We average the
+# largest weight, the entropy of the weights (log 10 = 2.30 would be uniform) and the
+# size of the Jacobian over 2,000 random queries, with and without the scaling.
+
+# %%
+def softmax_stats(logits):
+    z = logits - logits.max(-1, keepdims=True)
+    p = np.exp(z) / np.exp(z).sum(-1, keepdims=True)
+    entropy = -(p * np.log(p + 1e-30)).sum(-1)
+    jacobian = p[:, :, None] * (np.eye(p.shape[-1]) - p[:, None, :])  # (n, keys, keys)
+    return p.max(-1).mean(), entropy.mean(), np.linalg.norm(jacobian, axis=(1, 2)).mean()
+
+
+stats = {"unscaled": [], "scaled": []}
+print(f"{'d_k':>5} | {'max weight':>10} {'entropy':>8} {'|Jacobian|':>10} | "
+      f"{'max weight':>10} {'entropy':>8} {'|Jacobian|':>10}")
+print(f"{'':5} | {'unscaled':^30} | {'divided by sqrt(d_k)':^30}")
+for d_k in dims:
+    q = rng.normal(size=(2000, 1, d_k))
+    k = rng.normal(size=(2000, 10, d_k))
+    logits = np.einsum("nqd,nkd->nk", q, k)  # (queries, 10 keys)
+    stats["unscaled"].append(softmax_stats(logits))
+    stats["scaled"].append(softmax_stats(logits / np.sqrt(d_k)))
+    u, s = stats["unscaled"][-1], stats["scaled"][-1]
+    print(f"{d_k:5d} | {u[0]:10.3f} {u[1]:8.3f} {u[2]:10.4f} | {s[0]:10.3f} {s[1]:8.3f} {s[2]:10.4f}")
+
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+axes[0].loglog(dims, [v[0] for v in variances], "o-", label="q·k")
+axes[0].loglog(dims, [v[1] for v in variances], "o-", label="q·k / √d_k")
+axes[0].set_title("variance of the logits")
+for i, (ax, title) in enumerate(zip(axes[1:], ("largest softmax weight", "size of the softmax Jacobian"))):
+    column = 0 if i == 0 else 2
+    ax.semilogx(dims, [s[column] for s in stats["unscaled"]], "o-", label="unscaled")
+    ax.semilogx(dims, [s[column] for s in stats["scaled"]], "o-", label="÷ √d_k")
+    ax.set_title(title)
+for ax in axes:
+    ax.set_xlabel("d_k")
+    ax.legend()
+fig.tight_layout()
+fig.savefig(figure_path("05_scaling.png"), dpi=100)
+
+# %% [markdown]
+# Without the scaling, at $d_k = 64$ (the paper's head size) the largest of ten
+# weights averages 0.86 and the Jacobian is half the size it has with scaling; at
+# $d_k = 1024$ the softmax is practically one-hot and its Jacobian seven times smaller.
+# With the scaling, none of the three depends on $d_k$. The paper gives this as the
+# reason additive attention beat unscaled dot-product attention for large $d_k$ in
+# earlier work: scaling keeps the speed of plain matrix products without that cost.
+#
+# ## The library's function
+#
+# `layers.scaled_dot_product_attention(q, k, v, mask=None)` computes exactly the
+# formula, here checked against NumPy. A boolean `mask` (True = may attend) gives
+# masked keys a weight of exactly zero.
+
+# %%
+q = keras.random.normal((2, 3, 16), seed=1)  # (batch, queries, d_k)
+k = keras.random.normal((2, 5, 16), seed=2)  # (batch, keys, d_k)
+v = keras.random.normal((2, 5, 8), seed=3)  # (batch, keys, d_v)
+mask = np.array([[[True] * 5] * 3, [[True] * 3 + [False] * 2] * 3])  # second example: 3 real keys
+output, weights = layers.scaled_dot_product_attention(q, k, v, mask=mask)
+print("output:", tuple(output.shape), " weights:", tuple(weights.shape))
+
+logits = np.einsum("bqd,bkd->bqk", q.numpy(), k.numpy()) / np.sqrt(16)
+logits = np.where(mask, logits, -np.inf)
+p = np.exp(logits - logits.max(-1, keepdims=True))
+p /= p.sum(-1, keepdims=True)
+print("max |numpy - library| weights:", np.abs(p - weights.numpy()).max(),
+      " output:", np.abs(p @ v.numpy() - output.numpy()).max())
+print("weights on masked keys:", weights.numpy()[1, :, 3:].ravel())
+
+# %% [markdown]
+# ## Multi-head attention (section 3.2.2)
+#
+# One softmax gives one weighted average per query: a word can take a mixture of the
+# others, but only one mixture. Multi-head attention runs $h$ attentions side by
+# side, each on its own learned projections into a smaller space of
+# $d_k = d_\text{model} / h$ dimensions, and concatenates the results:
+#
+# $$\operatorname{head}_i = \operatorname{Attention}(QW_i^Q, KW_i^K, VW_i^V),\qquad
+# \operatorname{MultiHead}(Q, K, V) = [\operatorname{head}_1; \dots; \operatorname{head}_h]\,W^O.$$
+#
+# Since each head is $h$ times narrower, all of them together cost about as much as
+# one full-width head. The base model has $d_\text{model} = 512$ and $h = 8$ heads of
+# $d_k = d_v = 64$.
+#
+# `layers.MultiHeadAttention(num_heads, key_dim)` stores $W^Q$, $W^K$, $W^V$ as kernels
+# of shape `(d_model, heads, key_dim)` and $W^O$ as `(heads, key_dim, d_model)`. We
+# rebuild its output head by head with `scaled_dot_product_attention`, printing the
+# shape at each step.
+
+# %%
+d_model, heads = 32, 4
+attention = layers.MultiHeadAttention(num_heads=heads, key_dim=d_model // heads)
+x = keras.random.normal((1, 7, d_model), seed=4)  # (batch, words, d_model)
+output, weights = attention(x, x, return_attention_scores=True)
+print("layer output:", tuple(output.shape), " weights:", tuple(weights.shape), " (batch, heads, queries, keys)")
+
+Q = keras.ops.einsum("btd,dnh->btnh", x, attention.query_kernel) + attention.query_bias
+K = keras.ops.einsum("btd,dnh->btnh", x, attention.key_kernel) + attention.key_bias
+V = keras.ops.einsum("btd,dnh->btnh", x, attention.value_kernel) + attention.value_bias
+print("Q, K, V per head:", tuple(Q.shape), " (batch, words, heads, key_dim)")
+per_head, head_weights = layers.scaled_dot_product_attention(Q, K, V)  # rank 4: all heads at once
+print("heads' outputs:", tuple(per_head.shape), " weights:", tuple(head_weights.shape))
+concatenated = keras.ops.reshape(per_head, (1, 7, heads * (d_model // heads)))
+print("concatenated:", tuple(concatenated.shape))
+by_heads = keras.ops.matmul(concatenated, keras.ops.reshape(attention.output_kernel, (d_model, d_model)))
+by_heads = by_heads + attention.output_bias
+print("max |by heads - layer| =", float(keras.ops.max(keras.ops.abs(by_heads - output))))
+
+# %% [markdown]
+# Each head has its own map. The weights here are untrained, so the patterns are
+# arbitrary, but they already differ from head to head because each head projects
+# into its own subspace. Tutorial 09 draws the heads of a trained Transformer.
+
+# %%
+tokens = [f"w{i}" for i in range(7)]
+plot_attention_heads(weights[0], tokens, tokens, path=figure_path("05_heads.png"), columns=4)
+print("rows sum to one in every head:", np.allclose(weights.numpy().sum(-1), 1.0, atol=1e-5))

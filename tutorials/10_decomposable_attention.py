@@ -1,0 +1,240 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 10 · Decomposable attention: comparing two sentences without any RNN
+#
+# Attention was introduced to help RNNs, but Parikh, Täckström, Das and Uszkoreit
+# (2016, "A Decomposable Attention Model for Natural Language Inference") showed that
+# for deciding how two sentences relate, attention plus small feed-forward networks is
+# enough: no recurrence and no word order at all. On the SNLI inference benchmark it
+# reached the best accuracy of its time with about 380,000 parameters, an order of
+# magnitude fewer than the LSTM models it was compared with (section 5). It is a
+# stepping stone between the RNN models of tutorials 01-03 and the Transformer.
+#
+# We train it on a task made from Multi30k: **is sentence B the German translation of
+# English sentence A?** The first code cell prints which mode produced the outputs.
+
+# %%
+import keras
+import matplotlib.pyplot as plt
+import numpy as np
+
+import _common
+from _common import QUICK, figure_path
+from keras_attention import data, models
+from keras_attention.plotting import plot_attention
+
+_common.start("10 Decomposable attention")
+
+# %% [markdown]
+# ## The three steps (section 3)
+#
+# Sentence $a$ has words $a_1 \dots a_{\ell_a}$ and sentence $b$ has words
+# $b_1 \dots b_{\ell_b}$, each an embedding vector.
+#
+# 1. **Attend.** Score every pair with a shared feed-forward net $F$:
+#    $e_{ij} = F(a_i)^\top F(b_j)$. Normalise over $j$ to get $\beta_i$, the part of $b$
+#    that aligns with word $a_i$, and over $i$ to get $\alpha_j$, the part of $a$ that
+#    aligns with $b_j$. This is the soft alignment of tutorial 02, in both directions.
+# 2. **Compare.** For every word, a second net $G$ compares it with what it was aligned
+#    to: $v_{1,i} = G([a_i; \beta_i])$, $v_{2,j} = G([b_j; \alpha_j])$.
+# 3. **Aggregate.** Sum the comparisons of each sentence, $v_1 = \sum_i v_{1,i}$,
+#    $v_2 = \sum_j v_{2,j}$, and classify $[v_1; v_2]$ with a third net $H$.
+#
+# Each word is processed independently in steps 1 and 2 (the model "decomposes" into
+# per-word work that parallelises trivially); only the attention and the sums bring
+# words together.
+#
+# ## A translation-matching task with hard negatives
+#
+# Positive pairs are Multi30k English sentences with their German translations. A
+# random German sentence would be too easy a negative (it is about something else
+# entirely), so each negative pairs an English sentence with the translation of a
+# *similar* English sentence: the one sharing the most words among 100 random
+# candidates. "A man in a blue shirt is climbing" against the German for "A man in a
+# red shirt is running" can only be rejected by matching individual words. Both
+# languages share one WordPiece vocabulary, because the model has a single embedding.
+
+# %%
+pair_count = 512 if QUICK else 29000  # English-German pairs; each gives a positive and a negative
+epochs = 1 if QUICK else 5
+rng = np.random.default_rng(0)
+
+
+def load_pairs(split, count):
+    pairs = data.load_multi30k("en", "de", split=split).take(count)
+    return [(en.decode(), de.decode()) for en, de in pairs.as_numpy_iterator()]
+
+
+def with_negatives(pairs, hard=True, candidates=100):
+    """Each pair once as a positive (label 1) and once with a negative German side (label 0)."""
+    words = [set(en.lower().split()) for en, _ in pairs]
+    examples = []
+    for i, (en, de) in enumerate(pairs):
+        pool = rng.choice(len(pairs), size=candidates, replace=False)
+        pool = [j for j in pool if j != i]
+        if hard:  # the most similar English sentence (Jaccard overlap of word sets)
+            j = max(pool, key=lambda j: len(words[i] & words[j]) / len(words[i] | words[j]))
+        else:
+            j = pool[0]
+        examples += [(en, de, 1), (en, pairs[j][1], 0)]
+    return examples
+
+
+train = with_negatives(load_pairs("train", pair_count))
+valid_pairs = load_pairs("val", 200 if QUICK else 1014)
+valid_hard, valid_random = with_negatives(valid_pairs, hard=True), with_negatives(valid_pairs, hard=False)
+for en, de, label in train[:4]:
+    print(f"[{'match' if label else 'no match'}] {en}\n           {de}")
+
+# %%
+texts = [en for en, _, _ in train[::2]] + [de for _, de, _ in train[::2]]
+tokenizer = data.SubwordTokenizer.from_dataset(texts, vocab_size=1000 if QUICK else 6000)
+print("shared vocabulary:", tokenizer.vocab_size, "pieces")
+
+
+def encode(examples):
+    premise = tokenizer.tokenize([en for en, _, _ in examples]).to_tensor()  # (N, L_a), 0-padded
+    hypothesis = tokenizer.tokenize([de for _, de, _ in examples]).to_tensor()  # (N, L_b)
+    labels = np.array([label for _, _, label in examples])
+    return (premise, hypothesis), labels
+
+
+(train_a, train_b), train_labels = encode(train)
+print("premises:", tuple(train_a.shape), " hypotheses:", tuple(train_b.shape), " labels:", train_labels.shape,
+      f" ({train_labels.mean():.0%} positive)")
+
+# %% [markdown]
+# ## The model, and why its initial word vectors matter
+#
+# `models.DecomposableAttention(vocab_size, num_classes=2)`; id 0 is padding and is
+# left out of the attention and of the sums. It returns two logits (no match, match).
+#
+# The alignment scores are products of two learned vectors, $F(a_i)^\top F(b_j)$. Keras
+# starts embeddings small (uniform in ±0.05), so at first every score is close to zero,
+# every softmax close to uniform, and the gradient that would make one alignment stand
+# out is tiny, since it passes through that same product. The paper started from
+# pretrained GloVe vectors, which are far larger. We train the model twice, with Keras'
+# default start and with word vectors drawn from a normal distribution of standard
+# deviation 1, and compare.
+
+# %%
+def train_model(embedding_std=None):
+    model = models.DecomposableAttention(tokenizer.vocab_size, num_classes=2, embedding_dim=100, hidden_dim=100,
+                                         dropout=0.0)
+    logits = model((train_a[:3], train_b[:3]))  # builds the weights
+    if embedding_std is not None:
+        table = model.embedding.embeddings
+        table.assign(keras.random.normal(table.shape, stddev=embedding_std, seed=1))
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    history = model.fit((train_a, train_b), train_labels, batch_size=64, epochs=epochs, shuffle=True, verbose=2)
+    return model, logits, history
+
+
+small_start, logits, small_history = train_model()
+print("logits:", tuple(logits.shape), f" parameters: {small_start.count_params():,}")
+model, _, history = train_model(embedding_std=1.0)
+
+# %% [markdown]
+# ## How well does it tell translations apart?
+#
+# Accuracy on the validation split, once with hard negatives like the training data
+# and once with random ones, and how peaked the alignments are: the average over
+# English pieces of the largest weight in their row (uniform weights would give about
+# one over the German length).
+
+# %%
+for name, examples in (("hard negatives", valid_hard), ("random negatives", valid_random)):
+    (a, b), labels = encode(examples)
+    for start, trained in (("default start", small_start), ("std-1 start", model)):
+        accuracy = trained.evaluate((a, b), labels, verbose=0)[1]
+        print(f"{name:16s} {start:13s}: accuracy {accuracy:.3f} on {len(labels)} pairs")
+(a, b), _ = encode(valid_hard[:200:2])  # 100 true translations
+uniform = 1 / np.mean(np.sum(b.numpy() != 0, axis=1))
+for start, trained in (("default start", small_start), ("std-1 start", model)):
+    weights = trained.alignments((a, b))[0].numpy()
+    peak = weights.max(-1)[a.numpy() != 0].mean()
+    print(f"{start:13s}: mean largest alignment weight {peak:.2f} (uniform about {uniform:.2f})")
+
+# %% [markdown]
+# In the full run shown in the notebook, the larger start helped on both counts: 91%
+# against 84% accuracy with hard negatives, and alignments whose largest weight
+# averages about 0.6 instead of staying near uniform. The task itself is easy to game
+# without alignments (a bag of words goes a long way), which is why the default start
+# still reaches 84%.
+#
+# ## The learned alignment
+#
+# `model.alignments((premise, hypothesis))` returns the two soft alignments of step 1.
+# The first, `to_hypothesis`, has one row per English piece showing how it spreads its
+# attention over the German pieces (each row sums to one). The model was never told
+# which words translate which: the alignment is whatever helped it decide match or no
+# match. Below, the first validation translation that the model classifies correctly.
+
+# %%
+for en, de in valid_pairs:
+    (a, b), _ = encode([(en, de, 1)])
+    if int(np.argmax(model((a, b))[0])) == 1:
+        break
+print(f"{en}\n{de}")
+to_hypothesis, to_premise = model.alignments((a, b))
+print("to_hypothesis:", tuple(to_hypothesis.shape), " to_premise:", tuple(to_premise.shape),
+      " (batch, English pieces, German pieces)")
+en_pieces = [tokenizer.vocabulary[i] for i in a[0].numpy()]
+de_pieces = [tokenizer.vocabulary[i] for i in b[0].numpy()]
+plot_attention(to_hypothesis[0], de_pieces, en_pieces, path=figure_path("10_alignment.png"),
+               title="English pieces attending to German pieces")
+plot_attention(small_start.alignments((a, b))[0][0], de_pieces, en_pieces,
+               path=figure_path("10_alignment_default_start.png"), title="the same, default initial vectors")
+for piece, row in zip(en_pieces, to_hypothesis.numpy()[0]):
+    print(f"{piece:12s} -> {de_pieces[row.argmax()]:12s} (weight {row.max():.2f})")
+
+# %% [markdown]
+# In the full run some rows land on the translation ("group" on "Gruppe", a piece of
+# "cotton" on "Baum" of "Baumwolle") while others settle on frequent pieces that carry
+# little meaning. Nothing asks for more: the alignment only has to be good enough for
+# the match decision, which is a weaker requirement than translating.
+#
+# ## A bag of words
+#
+# Nothing in steps 1 to 3 depends on where a word stands: the model sees each sentence
+# as a bag of words. Shuffling the German pieces leaves the prediction unchanged,
+# up to float rounding:
+
+# %%
+shuffled = keras.ops.take(b, rng.permutation(b.shape[1]), axis=1)
+print("probabilities (no match, match), original order:", np.round(keras.ops.softmax(model((a, b))).numpy()[0], 4))
+print("probabilities (no match, match), shuffled German:",
+      np.round(keras.ops.softmax(model((a, shuffled))).numpy()[0], 4))
+
+# %% [markdown]
+# For deciding whether two short descriptions say the same thing that is often enough;
+# it is not for translation, where the order of the output matters. The paper's optional
+# *intra-sentence attention* (section 3.4, `intra_attention=True`) lets each sentence
+# first attend to itself with a bias that depends on the distance between words, a
+# small step towards what the Transformer does with self-attention and position
+# encodings (tutorials 04 and 06).
+
+# %%
+fig, ax = plt.subplots(figsize=(5, 3))
+ax.plot(np.arange(1, epochs + 1), small_history.history["accuracy"], "o-", label="default start")
+ax.plot(np.arange(1, epochs + 1), history.history["accuracy"], "o-", label="std-1 start")
+ax.set_xlabel("epoch")
+ax.set_ylabel("training accuracy")
+ax.legend()
+fig.tight_layout()
+fig.savefig(figure_path("10_training.png"), dpi=100)

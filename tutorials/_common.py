@@ -1,0 +1,243 @@
+"""What every tutorial shares: the QUICK switch, the figure folder, the Multi30k set-up.
+
+Environment variables:
+
+- `QUICK=1` shrinks the data and the training to a few hundred sentence pairs
+  and one epoch, so a tutorial runs in well under a minute on a CPU (the
+  tests and CI use it). The numbers it prints are then only smoke: an
+  untrained model translates badly.
+- `TUTORIAL_OUTPUT_DIR` is where the figures go (default: `tutorials/figures`).
+- `TUTORIAL_CACHE_DIR` is where trained translators are kept so that a later
+  tutorial can reuse a model an earlier one trained with the same settings
+  (default: `~/.keras/keras_attention_tutorials`). Delete it to retrain.
+- `KERAS_ATTENTION_DATA` names the folder holding `multi30k/` (see
+  `keras_attention.data.load_multi30k`; without it the files are downloaded).
+
+Everything here is plain use of the library: `load_multi30k`,
+`SubwordTokenizer.from_dataset`, `make_translation_dataset`, the models, the
+loss, the schedule, `Translator` and `evaluate_bleu`.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import pathlib
+import sys
+import time
+import warnings
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Two harmless Keras notes that every `fit` on a finite tf.data.Dataset prints.
+warnings.filterwarnings("ignore", message=".*`shuffle=True` was passed.*")
+warnings.filterwarnings("ignore", message=".*Your input ran out of data.*")
+
+import keras  # noqa: E402
+
+from keras_attention import data, models  # noqa: E402
+from keras_attention.decoding.translator import Translator  # noqa: E402
+from keras_attention.training.evaluation import evaluate_bleu  # noqa: E402
+from keras_attention.training.losses import MaskedSparseCrossEntropy  # noqa: E402
+from keras_attention.training.metrics import MaskedTokenAccuracy  # noqa: E402
+from keras_attention.training.schedules import TransformerSchedule  # noqa: E402
+
+QUICK = os.environ.get("QUICK", "").strip().lower() not in ("", "0", "false", "no")
+HERE = pathlib.Path(__file__).resolve().parent
+FIGURES = pathlib.Path(os.environ.get("TUTORIAL_OUTPUT_DIR") or HERE / "figures")
+CACHE = pathlib.Path(
+    os.environ.get("TUTORIAL_CACHE_DIR")
+    or pathlib.Path(os.environ.get("KERAS_HOME", "~/.keras")).expanduser() / "keras_attention_tutorials"
+)
+
+
+def figure_path(name):
+    """Where to save the figure `name` (a PNG file name); creates the folder."""
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    return str(FIGURES / name)
+
+
+def start(title, seed=0):
+    """Print the tutorial's title and mode, and fix the random seeds."""
+    keras.utils.set_random_seed(seed)
+    mode = "QUICK (tiny data, one epoch: the numbers are smoke, not results)" if QUICK else "full"
+    try:
+        figures = FIGURES.relative_to(pathlib.Path.cwd())
+    except ValueError:
+        figures = FIGURES
+    print(f"{title}\nmode: {mode}\nfigures: {figures}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """One translation set-up, shared by tutorials 01, 02, 03 and 09."""
+
+    source: str = "en"
+    target: str = "de"
+    train_pairs: int = None  # None: all 29,000
+    test_pairs: int = 1000  # test_2016_flickr has 1,000
+    vocab_size: int = 4000  # WordPiece pieces per language (upper bound)
+    max_length: int = 40  # tokens, [START]/[END] included
+    batch_size: int = 128
+    rnn_epochs: int = 2
+    transformer_epochs: int = 6
+    rnn: dict = dataclasses.field(default_factory=lambda: dict(embedding_dim=128, units=256, dropout=0.1))
+    transformer: dict = dataclasses.field(default_factory=lambda: dict(preset="tiny"))
+
+
+SETTINGS = (
+    Settings(
+        train_pairs=256,
+        test_pairs=60,
+        vocab_size=1000,
+        max_length=32,
+        batch_size=32,
+        rnn_epochs=1,
+        transformer_epochs=1,
+        rnn=dict(embedding_dim=16, units=32, dropout=0.0),
+        transformer=dict(preset="tiny", num_layers=1, d_model=32, num_heads=4, intermediate_dim=64),
+    )
+    if QUICK
+    else Settings()
+)
+
+
+@dataclasses.dataclass
+class TranslationData:
+    """Sentence pairs, tokenizers and batches of one `Settings`."""
+
+    settings: Settings
+    train_pairs: object  # tf.data.Dataset of (source, target) strings
+    test_pairs: list  # [(source, target)] as str
+    source_tokenizer: data.SubwordTokenizer
+    target_tokenizer: data.SubwordTokenizer
+    train_batches: object  # tf.data.Dataset of ((source_ids, target_in), target_out)
+
+
+def _source_side(source, target):
+    return source
+
+
+def _target_side(source, target):
+    return target
+
+
+def load_translation_data(settings=SETTINGS):
+    """Multi30k pairs -> WordPiece tokenizers -> padded, length-bucketed batches.
+
+    Exactly the steps tutorial 01 walks through one by one.
+    """
+    train = data.load_multi30k(settings.source, settings.target, "train")
+    if settings.train_pairs:
+        train = train.take(settings.train_pairs)
+    test = data.load_multi30k(settings.source, settings.target, "test").take(settings.test_pairs)
+    test = [(s.decode("utf-8"), t.decode("utf-8")) for s, t in test.as_numpy_iterator()]
+    source_tokenizer = data.SubwordTokenizer.from_dataset(train.map(_source_side), settings.vocab_size)
+    target_tokenizer = data.SubwordTokenizer.from_dataset(train.map(_target_side), settings.vocab_size)
+    batches = data.make_translation_dataset(
+        train,
+        source_tokenizer,
+        target_tokenizer,
+        settings.batch_size,
+        max_length=settings.max_length,
+        bucket_boundaries="auto",
+        shuffle=True,
+        seed=0,
+    )
+    return TranslationData(settings, train, test, source_tokenizer, target_tokenizer, batches)
+
+
+def build_translation_model(kind, translation_data, **overrides):
+    """`Seq2SeqRNN` (kind "rnn", "bahdanau", "luong") or `Transformer` ("transformer")
+    of the sizes in the settings; `overrides` replace constructor arguments."""
+    s = translation_data.settings
+    vocab = (translation_data.source_tokenizer.vocab_size, translation_data.target_tokenizer.vocab_size)
+    if kind == "transformer":
+        options = {**s.transformer, **overrides}
+        return models.Transformer.from_preset(options.pop("preset"), *vocab, max_length=s.max_length, **options)
+    attention = None if kind == "rnn" else kind
+    return models.Seq2SeqRNN(*vocab, attention=attention, **{**s.rnn, **overrides})
+
+
+def compile_translation_model(model, steps_per_epoch, epochs, label_smoothing=0.1):
+    """Adam with the settings of the Transformer paper (beta_2 = 0.98), the masked
+    cross-entropy with label smoothing, and masked token accuracy.
+
+    The Transformer gets the paper's warm-up schedule (5% of the steps warm
+    up, the peak scaled to 1e-3, as `keras-attention train` does); the RNNs a
+    constant 1e-3. Gradients are clipped at norm 1 (RNNs need it).
+    """
+    if isinstance(model, models.Transformer):
+        warmup = max(1, steps_per_epoch * epochs // 20)
+        peak = (model.d_model * warmup) ** -0.5
+        rate = TransformerSchedule(model.d_model, warmup, scale=1e-3 / peak)
+    else:
+        rate = 1e-3
+    model.compile(
+        optimizer=keras.optimizers.Adam(rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=1.0),
+        loss=MaskedSparseCrossEntropy(label_smoothing=label_smoothing),
+        metrics=[MaskedTokenAccuracy()],
+        # XLA would compile once per batch shape: minutes of compiling for a
+        # run of minutes. Plain graph mode is faster here.
+        jit_compile=False,
+    )
+
+
+def _cache_key(kind, settings, extra):
+    """Settings, training options and the model's source code: a change to any of
+    them means a new model."""
+    module = models.Transformer if kind == "transformer" else models.Seq2SeqRNN
+    source = pathlib.Path(sys.modules[module.__module__].__file__).read_text(encoding="utf-8")
+    text = json.dumps([kind, dataclasses.asdict(settings), extra, source], sort_keys=True, default=str)
+    return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def train_translator(kind, translation_data, epochs=None, verbose=2, **extra):
+    """Train (or reload from the cache) one model of `kind`; return `(translator, history)`.
+
+    `history` is the `History.history` dict of the run that made the model
+    (also when it comes from the cache), plus `train_seconds`.
+    """
+    s = translation_data.settings
+    epochs = epochs or (s.transformer_epochs if kind == "transformer" else s.rnn_epochs)
+    folder = CACHE / _cache_key(kind, s, dict(extra, epochs=epochs))
+    if (folder / "history.json").exists():
+        history = json.loads((folder / "history.json").read_text())
+        print(f"{kind}: reusing the model trained earlier with the same settings ({folder.name} in the cache): "
+              f"{len(history['loss'])} epoch(s) in {history['train_seconds']:.0f} s, loss by epoch "
+              f"{[round(x, 3) for x in history['loss']]}, token accuracy {[round(x, 3) for x in history['token_accuracy']]}")
+        return Translator.load(str(folder)), history
+
+    model = build_translation_model(kind, translation_data)
+    steps = sum(1 for _ in translation_data.train_batches)
+    compile_translation_model(model, steps, epochs, **extra)
+    started = time.time()
+    history = model.fit(translation_data.train_batches, epochs=epochs, verbose=verbose)
+    history = dict(history.history, train_seconds=round(time.time() - started, 1))
+    print(f"{kind}: {epochs} epoch(s) of {steps} steps in {history['train_seconds']:.0f} s")
+    translator = Translator(
+        model, translation_data.source_tokenizer, translation_data.target_tokenizer,
+        max_source_length=128, max_target_length=s.max_length,
+    )
+    translator.save(str(folder))
+    (folder / "history.json").write_text(json.dumps(history))
+    return translator, history
+
+
+# Source-length buckets (in words) for BLEU by length: the Multi30k test set
+# has about 280, 350, 220 and 150 sentences in them.
+LENGTH_BUCKETS = ((1, 9), (10, 12), (13, 15), (16, 99))
+
+
+def bleu_by_length(translator, pairs, buckets=LENGTH_BUCKETS, **options):
+    """`evaluate_bleu` on each source-length bucket: a list of
+    `(label, number of sentences, BLEU, lower-cased BLEU)`."""
+    rows = []
+    for low, high in buckets:
+        selected = [p for p in pairs if low <= len(p[0].split()) <= high]
+        label = f"{low}-{high}" if high < 99 else f"{low}+"
+        if not selected:
+            rows.append((label, 0, float("nan"), float("nan")))
+            continue
+        scores = evaluate_bleu(translator, selected, **options)
+        rows.append((label, len(selected), scores["bleu"], scores["bleu_lowercase"]))
+    return rows

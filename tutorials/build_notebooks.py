@@ -1,0 +1,88 @@
+"""Build the tutorial notebooks from their scripts and run them so they keep their outputs.
+
+    python tutorials/build_notebooks.py                 # all tutorials, full mode
+    python tutorials/build_notebooks.py 02 09           # some of them (by number or file name)
+    python tutorials/build_notebooks.py --quick 11      # QUICK=1 (the first cell says so)
+
+The scripts (`NN_topic.py`, jupytext percent format) are the source; each
+notebook is `jupytext.read(script)` executed top to bottom in the `tutorials/`
+folder by a Python 3 Jupyter kernel (needs `nbclient` and `ipykernel`, in the
+`dev` extra). The figures go to `tutorials/figures/` unless
+`TUTORIAL_OUTPUT_DIR` says otherwise. `tests/tutorials` checks that each
+committed notebook has the same cells as its script.
+"""
+
+import argparse
+import os
+import pathlib
+import sys
+import time
+
+import jupytext
+import nbformat
+from nbclient import NotebookClient
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def scripts(selection):
+    every = sorted(HERE.glob("[0-9][0-9]_*.py"))
+    if not selection:
+        return every
+    chosen = [s for s in every if any(s.name.startswith(x) or s.name == x for x in selection)]
+    missing = [x for x in selection if not any(s.name.startswith(x) or s.name == x for s in every)]
+    if missing:
+        sys.exit(f"no tutorial matches {missing}")
+    return chosen
+
+
+# TensorFlow's C++ start-up lines (absl, oneDNN, CUDA probing) go to stderr whatever
+# TF_CPP_MIN_LOG_LEVEL says, and its Python logger reports every all-reduce and
+# asset write at INFO level; they describe the build machine, not the tutorial.
+NOISE = ("WARNING: All log messages before absl::InitializeLog()", "I0000 ", "W0000 ", "E0000 ",
+         "INFO:tensorflow:")
+
+
+def drop_startup_noise(notebook):
+    for cell in notebook.cells:
+        outputs = []
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                lines = [line for line in output["text"].splitlines(keepends=True) if not line.startswith(NOISE)]
+                if not "".join(lines).strip():
+                    continue
+                output["text"] = "".join(lines)
+            outputs.append(output)
+        if cell.cell_type == "code":
+            cell.outputs = outputs
+
+
+def build(script, timeout=None):
+    notebook = jupytext.read(script)
+    notebook.metadata.pop("jupytext", None)  # the notebook is generated, not paired
+    started = time.time()
+    NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                   resources={"metadata": {"path": str(HERE)}}).execute()
+    drop_startup_noise(notebook)
+    nbformat.write(notebook, script.with_suffix(".ipynb"))
+    return time.time() - started
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("tutorials", nargs="*", help="numbers or file names (default: all)")
+    parser.add_argument("--quick", action="store_true", help="run with QUICK=1")
+    args = parser.parse_args(argv)
+    if args.quick:
+        os.environ["QUICK"] = "1"
+    else:
+        os.environ.pop("QUICK", None)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    for script in scripts(args.tutorials):
+        print(f"{script.name} ...", end=" ", flush=True)
+        seconds = build(script)
+        print(f"{seconds:.0f} s -> {script.with_suffix('.ipynb').name}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
