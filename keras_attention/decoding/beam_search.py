@@ -20,6 +20,21 @@ def length_penalty_factor(lengths, alpha):
     return ops.power((5.0 + ops.cast(lengths, "float32")) / 6.0, alpha)
 
 
+def reorder_state(state, flat_parents, constants=frozenset()):
+    """Gather every state tensor along axis 0 by `flat_parents` `(B * K,)`.
+
+    Top-level entries of a dict state named in `constants` are left alone:
+    they hold one copy per hypothesis of something that depends only on the
+    source (encoder output, cross-attention keys and values), and a parent
+    is always a hypothesis of the same source row, so gathering them would
+    copy equal rows onto equal rows at every step.
+    """
+    take = lambda t: ops.take(t, flat_parents, axis=0)  # noqa: E731
+    if not isinstance(state, dict):
+        return keras.tree.map_structure(take, state)
+    return {k: v if k in constants else keras.tree.map_structure(take, v) for k, v in state.items()}
+
+
 def beam_search(
     model,
     source_ids,
@@ -34,7 +49,9 @@ def beam_search(
 
     Every source row gets `beam_size` hypotheses, decoded together as one
     batch of `B * beam_size` rows (the model's state is repeated once after
-    the encoder and reordered with the surviving hypotheses at every step).
+    the encoder and reordered with the surviving hypotheses at every step,
+    except the entries the model lists in its `decoding_constants`
+    attribute, which depend on the source alone and are never reordered).
     Hypotheses are ranked by GNMT's length-normalised score (Wu et al. 2016,
     https://arxiv.org/abs/1609.08144, section 7):
 
@@ -86,6 +103,7 @@ def beam_search(
     # Encode once, then give each hypothesis its own copy: row b * K + k.
     state = model.init_decoding_state(source_ids, max_length)
     state = keras.tree.map_structure(lambda t: ops.repeat(t, beam, axis=0), state)
+    constants = frozenset(getattr(model, "decoding_constants", ()))
     offsets = ops.expand_dims(ops.arange(batch, dtype="int32") * beam, 1)  # (B, 1)
 
     def step(index, state, inputs, finished, lengths, log_probs, tokens, attention):
@@ -101,21 +119,35 @@ def beam_search(
         pad_only = ops.where(ops.equal(ops.arange(vocab), 0), 0.0, NEG_INF)  # (V,)
         step_log_probs = ops.where(ops.expand_dims(finished, -1), pad_only, step_log_probs)
 
-        # Rank the K * V candidates by their length-penalised scores.
-        candidate_log_probs = ops.expand_dims(log_probs, -1) + step_log_probs  # (B, K, V)
+        # Rank the K * V candidates by their length-penalised scores. Within
+        # one hypothesis the log-probability so far and the length penalty
+        # are shared, so its best K continuations by step log-probability are
+        # the only ones of its V that can reach the overall top K: take those
+        # first (B*K rows of V, not B rows of K*V), then rank the K * K.
+        per_hypothesis = beam if isinstance(vocab, int) and vocab >= beam else None
+        if per_hypothesis:
+            step_log_probs, token_ids = ops.top_k(step_log_probs, per_hypothesis, sorted=True)  # (B, K, K)
+        candidate_log_probs = ops.expand_dims(log_probs, -1) + step_log_probs  # (B, K, K or V)
         new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")  # (B, K)
         candidate_scores = candidate_log_probs / ops.expand_dims(length_penalty_factor(new_lengths, alpha), -1)
-        flat_scores = ops.reshape(candidate_scores, (batch, beam * vocab))
+        width = ops.shape(candidate_scores)[-1]
+        flat_scores = ops.reshape(candidate_scores, (batch, beam * width))
         _, best = ops.top_k(flat_scores, beam, sorted=True)  # (B, K), best first
-        parents, next_tokens = best // vocab, ops.cast(best % vocab, "int32")
+        parents = best // width
+        if per_hypothesis:
+            next_tokens = ops.take_along_axis(ops.reshape(token_ids, (batch, -1)), best, axis=1)
+        else:
+            next_tokens = best % width
+        next_tokens = ops.cast(next_tokens, "int32")
 
         # Reorder everything along with the surviving hypotheses.
         log_probs = ops.take_along_axis(ops.reshape(candidate_log_probs, (batch, -1)), best, axis=1)
         was_finished = ops.take_along_axis(finished, parents, axis=1)
         lengths = ops.take_along_axis(new_lengths, parents, axis=1)
         flat_parents = ops.reshape(offsets + ops.cast(parents, "int32"), (-1,))  # (BK,)
-        state, tokens, step_attention, attention = keras.tree.map_structure(
-            lambda t: ops.take(t, flat_parents, axis=0), (state, tokens, step_attention, attention)
+        state = reorder_state(state, flat_parents, constants)
+        tokens, step_attention, attention = keras.tree.map_structure(
+            lambda t: ops.take(t, flat_parents, axis=0), (tokens, step_attention, attention)
         )
         # Hypotheses at -inf (fewer candidates than beams) count as finished.
         dead = ops.logical_or(was_finished, ops.equal(log_probs, NEG_INF))  # (B, K)

@@ -8,7 +8,10 @@ and `models.Seq2SeqRNN`:
   of tensors whose axis 0 is the batch;
 - `logits, state, attention = model.decode_step(state, tokens, index)`, with
   `tokens` int `(B,)` the target input at position `index` and `logits`
-  `(B, V)` the distribution of the next token.
+  `(B, V)` the distribution of the next token;
+- optionally `model.decoding_constants`, the top-level state keys that
+  `decode_step` passes through unchanged and that depend on the source alone
+  (beam search then never reorders them).
 
 Token id 0 is padding and is never emitted: its logit is set to -inf before
 a token is chosen (its probability still counts in the log-softmax, so scores

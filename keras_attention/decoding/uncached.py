@@ -39,6 +39,8 @@ class UncachedDecoder:
     def built(self):
         return self.model.built
 
+    decoding_constants = ("source_ids",)
+
     def init_decoding_state(self, source_ids, max_length):
         """`{"source_ids": (B, S), "target_in": (B, max_length)}`, batch-major."""
         batch = ops.shape(source_ids)[0]

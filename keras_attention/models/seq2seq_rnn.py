@@ -238,6 +238,9 @@ class Seq2SeqRNN(keras.Model):
 
     # Step-by-step decoding ------------------------------------------------------
 
+    # State entries that depend on the source alone; beam search never reorders them.
+    decoding_constants = ("encoder_output", "source_mask", "summary", "projected_keys")
+
     def init_decoding_state(self, source_ids, max_length=None):
         """The decoding loop's state: a dict of batch-major tensors."""
         carry, constants = self.encode(source_ids, training=False)

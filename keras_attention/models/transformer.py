@@ -215,6 +215,9 @@ class Transformer(keras.Model):
 
     # Step-by-step decoding ----------------------------------------------------
 
+    # State entries that depend on the source alone; beam search never reorders them.
+    decoding_constants = ("encoder_output", "source_mask", "cross_cache")
+
     def init_decoding_state(self, source_ids, max_length):
         """Everything a decoding loop carries, as a dict of batch-major tensors.
 

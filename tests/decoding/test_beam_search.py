@@ -117,6 +117,23 @@ def test_cached_equals_uncached_and_teacher_forced_scores(real_model):
     np.testing.assert_array_equal(one.tokens.numpy(), greedy.tokens.numpy())
 
 
+def test_decoding_constants_are_passed_through_unchanged(real_model):
+    """What a model declares constant (never reordered by beam search) really is."""
+    _, model = real_model
+    source = real_source()
+    state = model.init_decoding_state(source, 5)
+    assert set(model.decoding_constants) & set(state), "no declared constant is in the state"
+    tokens = np.full((len(source),), START, "int32")
+    for index in range(3):
+        _, new_state, _ = model.decode_step(state, tokens, index)
+        for key in model.decoding_constants:
+            if key in state:
+                tf.nest.map_structure(
+                    lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), state[key], new_state[key]
+                )
+        state, tokens = new_state, tokens + 1
+
+
 @pytest.mark.parametrize("name", ["transformer_pre", "rnn_luong"])
 def test_tf_function_with_unknown_batch_and_length(name):
     model = build_real_model(name)
