@@ -57,6 +57,12 @@ class DecomposableAttention(keras.Model):
             H. Defaults to 0.2.
         intra_attention: bool. Add intra-sentence attention. Defaults to False.
         mask_zero: bool. Treat id 0 as padding. Defaults to True.
+        embeddings_initializer: initializer of the word vectors. Defaults to
+            Keras' `"uniform"` (within +-0.05). With embeddings that small
+            every alignment score starts near zero and the alignments stay
+            close to uniform for a long time; `keras.initializers.RandomNormal(
+            stddev=1.0)` (or pretrained vectors, as in the paper) gives peaked
+            alignments from the start.
         **kwargs: standard model arguments (`name`, ...).
 
     Call arguments:
@@ -91,6 +97,7 @@ class DecomposableAttention(keras.Model):
         dropout=0.2,
         intra_attention=False,
         mask_zero=True,
+        embeddings_initializer="uniform",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -108,7 +115,10 @@ class DecomposableAttention(keras.Model):
 
         # Word ids (B, L) -> (B, L, embedding_dim) -> (B, L, hidden_dim); the
         # linear projection is the paper's, it lets fixed pretrained vectors in.
-        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding")
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.embedding = keras.layers.Embedding(
+            vocab_size, embedding_dim, embeddings_initializer=self.embeddings_initializer, name="embedding"
+        )
         self.projection = keras.layers.Dense(hidden_dim, use_bias=False, name="projection")
         if self.intra_attention:
             # F_intra: (B, L, hidden_dim) -> (B, L, hidden_dim).
@@ -245,6 +255,7 @@ class DecomposableAttention(keras.Model):
                 "dropout": self.dropout,
                 "intra_attention": self.intra_attention,
                 "mask_zero": self.mask_zero,
+                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
             }
         )
         return config

@@ -199,6 +199,19 @@ def test_save_reload_and_config_round_trip(tmp_path):
     )
 
 
+def test_embeddings_initializer_is_used_and_round_trips():
+    model = _model(embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0, seed=3))
+    model((_ids(2, 5), _ids(2, 4)))
+    table = _np(model.embedding.embeddings)
+    assert 0.7 < table.std() < 1.3  # Keras' default "uniform" would give about 0.029
+    clone = DecomposableAttention.from_config(model.get_config())
+    assert isinstance(clone.embeddings_initializer, keras.initializers.RandomNormal)
+    assert clone.embeddings_initializer.stddev == 1.0
+    default = _model()
+    default((_ids(2, 5), _ids(2, 4)))
+    assert np.abs(_np(default.embedding.embeddings)).max() <= 0.05
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
