@@ -1,13 +1,14 @@
-"""Our MultiHeadAttention against keras.layers.MultiHeadAttention: time and peak memory.
+"""Our MultiHeadAttention against keras.layers.MultiHeadAttention: time and memory.
 
 Self-attention, batch 8, d_model 256, 4 heads, sequence lengths 64 to 1024,
 forward and forward+backward, both compiled with XLA in `tf.function`, the
-same weights (copied). Each (layer, length, pass) is measured in its own
-process so that the memory figures belong to it alone. After the compiling
-call, the kernel's peak-resident-memory mark is reset (`/proc/self/clear_refs`)
-and the memory figure is the peak during the timed calls minus the resident
-memory just before them: what running the layer needs, not what XLA needed to
-compile it. Time is the median of `--repeats` calls after a warm-up call.
+same weights (copied). Each (length, pass) runs in its own process, where
+the two layers' calls alternate (A B A B) so that a slow moment of a shared
+machine hits both. Memory is what XLA's buffer assignment reserves for the compiled
+function (parameters, outputs and temporaries: "Total bytes used" in the
+`--xla_dump_to` report): exact and repeatable, unlike the resident size of a
+process whose allocator keeps what compilation used. Time is the median of
+`--repeats` calls after a warm-up call.
 
     python scripts/benchmark_attention.py --json benchmarks/attention.json
 """
@@ -15,66 +16,69 @@ compile it. Time is the median of `--repeats` calls after a warm-up call.
 import argparse
 import json
 import os
-import statistics
+import re
+import shutil
 import subprocess
 import sys
-import time
+import tempfile
 
 
-def measure(layer_name, length, backward, batch, d_model, heads, repeats):
-    """Runs in a child process; prints one JSON line."""
+def measure(length, backward, batch, d_model, heads, repeats):
+    """Runs in a child process: both layers, calls alternated; prints one JSON line."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    dump = tempfile.mkdtemp(prefix="xla_dump_")
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump}".strip()
     import keras
     import numpy as np
     import tensorflow as tf
 
     from keras_attention.layers import MultiHeadAttention
+    from timing import alternated_medians
 
-    cls = MultiHeadAttention if layer_name == "ours" else keras.layers.MultiHeadAttention
-    layer = cls(heads, d_model // heads)
     x = tf.constant(np.random.default_rng(0).normal(size=(batch, length, d_model)).astype("float32"))
-    layer(x, x)
+    layers = {"ours": MultiHeadAttention(heads, d_model // heads),
+              "keras": keras.layers.MultiHeadAttention(heads, d_model // heads)}
+    for layer in layers.values():
+        layer(x, x)
+    layers["ours"].set_weights(layers["keras"].get_weights())  # same layout, same weights
 
-    @tf.function(jit_compile=True)
-    def forward(x):
-        return layer(x, x, use_causal_mask=True)
+    def compiled(name, layer):
+        def forward(x):
+            return layer(x, x, use_causal_mask=True)
 
-    @tf.function(jit_compile=True)
-    def forward_backward(x):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(layer(x, x, use_causal_mask=True))
-        return tape.gradient(loss, layer.trainable_variables)
+        def forward_backward(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(layer(x, x, use_causal_mask=True))
+            return tape.gradient(loss, layer.trainable_variables)
 
-    fn = forward_backward if backward else forward
-    tf.nest.map_structure(lambda t: t.numpy(), fn(x))  # compile + warm up
-    before = reset_peak_memory()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        tf.nest.map_structure(lambda t: t.numpy(), fn(x))
-        times.append(time.perf_counter() - start)
-    peak = memory_kib("VmHWM")
-    print(json.dumps({"seconds": statistics.median(times), "peak_mib": (peak - before) / 1024}))
+        fn = forward_backward if backward else forward
+        fn.__name__ = f"{name}_{fn.__name__}"  # names the XLA module in the dump
+        return tf.function(fn, jit_compile=True)
 
-
-def memory_kib(field):
-    """`VmRSS` (resident now) or `VmHWM` (peak resident) of this process, in KiB."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"{field} not found in /proc/self/status")
+    fns = {name: compiled(name, layer) for name, layer in layers.items()}
+    seconds = alternated_medians(fns, lambda fn: tf.nest.map_structure(lambda t: t.numpy(), fn(x)), repeats)
+    result = {name: {"seconds": seconds[name],
+                     "memory_mib": xla_bytes_used(dump, fns[name].python_function.__name__) / 2**20}
+              for name in fns}
+    shutil.rmtree(dump, ignore_errors=True)
+    print(json.dumps(result))
 
 
-def reset_peak_memory():
-    """Reset the peak-RSS mark to the current RSS (Linux >= 4.0); returns the RSS in KiB."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    return memory_kib("VmRSS")
+def xla_bytes_used(dump, function_name):
+    """'Total bytes used' of the compiled module of `function_name` in an XLA dump folder."""
+    pattern = re.compile(r"Total bytes used: (\d+)")
+    found = []
+    for name in os.listdir(dump):
+        if f"a_inference_{function_name}_" in name and name.endswith("buffer-assignment.txt"):
+            with open(os.path.join(dump, name)) as f:
+                found += [int(m) for m in pattern.findall(f.read())]
+    if not found:
+        raise RuntimeError(f"no XLA buffer assignment for {function_name!r} in {dump}")
+    return max(found)
 
 
-def run_child(layer, length, backward, args):
-    command = [sys.executable, __file__, "--child", layer, str(length), str(int(backward)),
+def run_child(length, backward, args):
+    command = [sys.executable, __file__, "--child", str(length), str(int(backward)),
                "--batch", str(args.batch), "--repeats", str(args.repeats)]
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -87,11 +91,11 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="two short lengths, to test the script")
     parser.add_argument("--json", help="write the figures to this file")
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        layer, length, backward = args.child
-        return measure(layer, int(length), bool(int(backward)), args.batch, 256, 4, args.repeats)
+        length, backward = args.child
+        return measure(int(length), bool(int(backward)), args.batch, 256, 4, args.repeats)
     if args.quick:
         args.lengths, args.batch, args.repeats = [16, 32], 2, 2
 
@@ -100,13 +104,13 @@ def main(argv=None):
           f"{'ours MiB':>9s} {'keras MiB':>9s}")
     for backward in (False, True):
         for length in args.lengths:
-            ours = run_child("ours", length, backward, args)
-            theirs = run_child("keras", length, backward, args)
+            measured = run_child(length, backward, args)
+            ours, theirs = measured["ours"], measured["keras"]
             row = {"pass": "forward+backward" if backward else "forward", "length": length,
                    "ours": ours, "keras": theirs, "speed_ratio": theirs["seconds"] / ours["seconds"]}
             rows.append(row)
             print(f"{row['pass']:17s} {length:6d} {ours['seconds'] * 1e3:9.2f} {theirs['seconds'] * 1e3:9.2f} "
-                  f"{row['speed_ratio']:11.2f} {ours['peak_mib']:9.1f} {theirs['peak_mib']:9.1f}")
+                  f"{row['speed_ratio']:11.2f} {ours['memory_mib']:9.1f} {theirs['memory_mib']:9.1f}")
     print("speed ratio = keras time / our time (> 1: ours is faster)")
     if args.json:
         with open(args.json, "w") as f:

@@ -4,7 +4,8 @@ A Transformer (d_model 256, 3+3 layers, 4 heads, d_ff 1024, vocabulary 8,000,
 random weights), batch 16, 24 source tokens. The end token's output bias is
 pushed to -1e9 so that every run emits exactly `n` tokens. Each decoder runs
 inside one `tf.function` (XLA on with `--xla`), timed as the median of
-`--repeats` calls after a compiling call:
+`--repeats` calls after a compiling call; the three decoders' calls
+alternate, so that a slow moment of a shared machine hits all three:
 
 - cached greedy: `greedy_decode(model, ...)`, one decoder step per token with
   the key/value caches;
@@ -19,8 +20,6 @@ Sentences/s of the exported SavedModel are measured by benchmark_serving.py.
 
 import argparse
 import json
-import statistics
-import time
 
 import keras
 import numpy as np
@@ -28,6 +27,7 @@ import tensorflow as tf
 
 from keras_attention.decoding import UncachedDecoder, beam_search, greedy_decode
 from keras_attention.models import Transformer
+from timing import alternated_medians
 
 START, END = 2, 3
 
@@ -42,14 +42,11 @@ def build(c):
     return model, source
 
 
-def timed(fn, source, repeats):
-    fn(source)  # trace and compile
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        tf.nest.map_structure(lambda t: t.numpy() if t is not None else None, fn(source))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def timed(fns, source, repeats):
+    """Median seconds of each decoder in `fns` (a dict), calls alternated."""
+    return alternated_medians(
+        fns, lambda fn: tf.nest.map_structure(lambda t: t.numpy() if t is not None else None, fn(source)), repeats
+    )
 
 
 def main(argv=None):
@@ -71,10 +68,12 @@ def main(argv=None):
     print(f"{'tokens':>6s} {'cached ms':>10s} {'uncached ms':>12s} {'speed-up':>9s} {'beam4 ms':>9s} {'beam4/greedy':>13s}")
     for n in args.lengths:
         compile_ = lambda f: tf.function(f, jit_compile=args.xla)  # noqa: E731
-        cached = timed(compile_(lambda s: greedy_decode(model, s, START, END, n).tokens), source, args.repeats)
-        slow = timed(compile_(lambda s: greedy_decode(uncached, s, START, END, n).tokens), source, args.repeats)
-        beam = timed(compile_(lambda s: beam_search(model, s, START, END, n, beam_size=4).tokens), source,
-                     args.repeats)
+        medians = timed({
+            "cached": compile_(lambda s: greedy_decode(model, s, START, END, n).tokens),
+            "uncached": compile_(lambda s: greedy_decode(uncached, s, START, END, n).tokens),
+            "beam": compile_(lambda s: beam_search(model, s, START, END, n, beam_size=4).tokens),
+        }, source, args.repeats)
+        cached, slow, beam = medians["cached"], medians["uncached"], medians["beam"]
         row = {"tokens": n, "cached_s": cached, "uncached_s": slow, "speedup": slow / cached,
                "beam4_s": beam, "beam4_over_greedy": beam / cached}
         rows.append(row)

@@ -31,6 +31,10 @@ def test_attention_benchmark_runs(tmp_path):
     assert [(r["pass"], r["length"]) for r in rows] == [
         ("forward", 16), ("forward", 32), ("forward+backward", 16), ("forward+backward", 32)]
     assert json.loads(out.read_text())["rows"][0]["ours"]["seconds"] > 0
+    # Memory comes from XLA's buffer assignment: the backward pass keeps more.
+    for layer in ("ours", "keras"):
+        forward, backward = rows[1][layer]["memory_mib"], rows[3][layer]["memory_mib"]
+        assert 0 < forward < backward
 
 
 def test_decoding_benchmark_runs(tmp_path):
