@@ -16,7 +16,7 @@ from keras_attention import data
 from keras_attention.decoding.translator import Translator
 from keras_attention.models import build_model
 from keras_attention.training import distribution
-from keras_attention.training.callbacks import BleuCallback, EpochCheckpoints
+from keras_attention.training.callbacks import BleuCallback, EpochCheckpoints, EpochTimer
 from keras_attention.training.distribution import get_strategy, set_precision
 from keras_attention.training.evaluation import evaluate_bleu
 from keras_attention.training.fault_tolerance import ResumableBackup, fit_resumable, read_csv_history
@@ -242,12 +242,16 @@ def train(config, verbose=1):
     if config.keep_checkpoints:
         callbacks.append(EpochCheckpoints(os.path.join(output_dir, "checkpoints"), config.keep_checkpoints))
     history_path = os.path.join(output_dir, "history.csv")
-    callbacks += [keras.callbacks.CSVLogger(history_path, append=resumed_from > 0), keras.callbacks.TerminateOnNaN()]
+    callbacks += [EpochTimer(), keras.callbacks.CSVLogger(history_path, append=resumed_from > 0), keras.callbacks.TerminateOnNaN()]
     fit_started = time.time()
     fit_resumable(model, train_ds, config.epochs, steps_per_epoch, backup, callbacks,
                   validation_data=valid_ds, verbose=verbose, shuffle=False)  # the dataset shuffles
     train_seconds = time.time() - fit_started
     backup.delete()
+    history = read_csv_history(history_path)  # all epochs, also those before a restart
+    epoch_seconds = history.get("epoch_seconds", [])
+    if len(epoch_seconds) == len(history.get("loss", [])) and all(isinstance(s, float) for s in epoch_seconds):
+        train_seconds = sum(epoch_seconds)  # every process of a resumed job, not only this one
 
     translator.save(os.path.join(output_dir, "translator"))
     results = {"data": description, "train_seconds": round(train_seconds, 1),
@@ -258,7 +262,7 @@ def train(config, verbose=1):
         scores = evaluate_bleu(translator, test_pairs)
         results["test"] = {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")}
         results["examples"] = list(zip(scores["references"][:3], scores["hypotheses"][:3]))
-    results["history"] = read_csv_history(history_path)  # all epochs, also those before a restart
+    results["history"] = history
     with open(os.path.join(output_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2, ensure_ascii=False)
     return translator, results

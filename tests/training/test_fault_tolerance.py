@@ -155,5 +155,7 @@ def test_cli_killed_mid_epoch_resumes_and_ends_like_an_uninterrupted_run(tmp_pat
     assert _iterations(output / "translator") == _iterations(tmp_path / "whole" / "translator")
     assert (output / "history.csv").read_text().startswith(history_before)  # nothing lost
     assert len(results["history"]["loss"]) == len(expected["history"]["loss"]) == 3
+    # The training time covers both processes: the epochs logged before the kill count too.
+    assert results["train_seconds"] == round(sum(results["history"]["epoch_seconds"]), 1)
     assert sorted(os.listdir(output / "checkpoints"))[-1] == "epoch-003.weights.h5"
     assert not (output / "backup").exists()  # a finished run removes its backup
