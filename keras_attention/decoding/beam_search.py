@@ -48,10 +48,13 @@ def beam_search(
     """Translate a batch keeping the `beam_size` best hypotheses at each step.
 
     Every source row gets `beam_size` hypotheses, decoded together as one
-    batch of `B * beam_size` rows (the model's state is repeated once after
+    batch of `B * beam_size` rows. A model with `init_beam_state(source_ids,
+    max_length, beam_size)` and `reorder_beam_state(state, parents)` (such as
+    `models.Transformer`) keeps its own beam layout and is told each step's
+    parents `(B, K)`; for any other model the state is repeated once after
     the encoder and reordered with the surviving hypotheses at every step,
     except the entries the model lists in its `decoding_constants`
-    attribute, which depend on the source alone and are never reordered).
+    attribute, which depend on the source alone and are never reordered.
     Hypotheses are ranked by GNMT's length-normalised score (Wu et al. 2016,
     https://arxiv.org/abs/1609.08144, section 7):
 
@@ -100,9 +103,12 @@ def beam_search(
     alpha = check_non_negative_float("length_penalty", length_penalty)
     batch, source_length = ops.shape(source_ids)[0], ops.shape(source_ids)[1]
 
-    # Encode once, then give each hypothesis its own copy: row b * K + k.
-    state = model.init_decoding_state(source_ids, max_length)
-    state = keras.tree.map_structure(lambda t: ops.repeat(t, beam, axis=0), state)
+    own_layout = hasattr(model, "init_beam_state") and hasattr(model, "reorder_beam_state")
+    if own_layout:
+        state = model.init_beam_state(source_ids, max_length, beam)
+    else:  # encode once, then give each hypothesis its own copy: row b * K + k
+        state = model.init_decoding_state(source_ids, max_length)
+        state = keras.tree.map_structure(lambda t: ops.repeat(t, beam, axis=0), state)
     constants = frozenset(getattr(model, "decoding_constants", ()))
     offsets = ops.expand_dims(ops.arange(batch, dtype="int32") * beam, 1)  # (B, 1)
 
@@ -112,21 +118,30 @@ def beam_search(
             step_attention = check_attention(step_attention, True)  # (BK, S)
         else:
             step_attention = ops.zeros((batch * beam,), "float32")  # a batch-major placeholder
-        step_log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # (BK, V)
-        vocab = ops.shape(step_log_probs)[-1]
-        step_log_probs = mask_padding(ops.reshape(step_log_probs, (batch, beam, vocab)))
-        # A finished hypothesis has one continuation: padding, at no cost.
-        pad_only = ops.where(ops.equal(ops.arange(vocab), 0), 0.0, NEG_INF)  # (V,)
-        step_log_probs = ops.where(ops.expand_dims(finished, -1), pad_only, step_log_probs)
+        logits = ops.cast(logits, "float32")  # (BK, V)
+        vocab = ops.shape(logits)[-1]
+        # log P(token) = logit - logsumexp(logits), padding's share included.
+        normaliser = ops.reshape(ops.logsumexp(logits, axis=-1), (batch, beam, 1))  # (B, K, 1)
+        logits = mask_padding(ops.reshape(logits, (batch, beam, vocab)))  # (B, K, V)
+        finished_rows = ops.expand_dims(finished, -1)  # (B, K, 1)
 
         # Rank the K * V candidates by their length-penalised scores. Within
         # one hypothesis the log-probability so far and the length penalty
         # are shared, so its best K continuations by step log-probability are
         # the only ones of its V that can reach the overall top K: take those
-        # first (B*K rows of V, not B rows of K*V), then rank the K * K.
+        # first (B*K rows of V, not B rows of K*V), then rank the K * K. The
+        # top K of the logits are those of the log-probabilities (a shift per
+        # row), so the (B, K, V) log-softmax is never written out.
+        # A finished hypothesis has one continuation: padding, at no cost.
         per_hypothesis = beam if isinstance(vocab, int) and vocab >= beam else None
         if per_hypothesis:
-            step_log_probs, token_ids = ops.top_k(step_log_probs, per_hypothesis, sorted=True)  # (B, K, K)
+            top_logits, token_ids = ops.top_k(logits, per_hypothesis, sorted=True)  # (B, K, K)
+            pad_first = ops.where(ops.equal(ops.arange(per_hypothesis), 0), 0.0, NEG_INF)  # (K,)
+            step_log_probs = ops.where(finished_rows, pad_first, top_logits - normaliser)
+            token_ids = ops.where(finished_rows, 0, token_ids)
+        else:
+            pad_only = ops.where(ops.equal(ops.arange(vocab), 0), 0.0, NEG_INF)  # (V,)
+            step_log_probs = ops.where(finished_rows, pad_only, logits - normaliser)  # (B, K, V)
         candidate_log_probs = ops.expand_dims(log_probs, -1) + step_log_probs  # (B, K, K or V)
         new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")  # (B, K)
         candidate_scores = candidate_log_probs / ops.expand_dims(length_penalty_factor(new_lengths, alpha), -1)
@@ -145,7 +160,10 @@ def beam_search(
         was_finished = ops.take_along_axis(finished, parents, axis=1)
         lengths = ops.take_along_axis(new_lengths, parents, axis=1)
         flat_parents = ops.reshape(offsets + ops.cast(parents, "int32"), (-1,))  # (BK,)
-        state = reorder_state(state, flat_parents, constants)
+        if own_layout:
+            state = model.reorder_beam_state(state, ops.cast(parents, "int32"))
+        else:
+            state = reorder_state(state, flat_parents, constants)
         tokens, step_attention, attention = keras.tree.map_structure(
             lambda t: ops.take(t, flat_parents, axis=0), (tokens, step_attention, attention)
         )

@@ -11,7 +11,12 @@ and `models.Seq2SeqRNN`:
   `(B, V)` the distribution of the next token;
 - optionally `model.decoding_constants`, the top-level state keys that
   `decode_step` passes through unchanged and that depend on the source alone
-  (beam search then never reorders them).
+  (beam search then never reorders them);
+- optionally `model.init_beam_state(source_ids, max_length, beam_size)` and
+  `model.reorder_beam_state(state, parents)`, a state of `B * K` hypotheses
+  in the model's own layout and its reordering by `parents` `(B, K)` (the
+  slot each hypothesis continues); beam search then uses these instead of
+  repeating and gathering the whole state.
 
 Token id 0 is padding and is never emitted: its logit is set to -inf before
 a token is chosen (its probability still counts in the log-softmax, so scores

@@ -45,6 +45,11 @@ class TransformerDecoder(TransformerBlock):
             `decoder_sequence`. Ignored while decoding with a cache.
         encoder_padding_mask: boolean `(B, S)`. Defaults to the Keras mask of
             `encoder_sequence`.
+        decoder_attention_mask: boolean `(B, T, T_k)`, True where a decoder
+            position may attend to a key of the self-attention (`T_k` is `T`,
+            or the cache length while decoding); combined with the causal
+            and padding masks by a logical AND. Beam search uses it to let each
+            hypothesis read only its own prefix in a cache shared by the beam.
         self_attention_cache: `(B, 2, T_max, N, d_model / N)` or None.
         self_attention_cache_update_index: int or scalar int tensor.
         cross_attention_cache: `(B, 2, S, N, d_model / N)` or None.
@@ -99,6 +104,7 @@ class TransformerDecoder(TransformerBlock):
         encoder_sequence=None,
         decoder_padding_mask=None,
         encoder_padding_mask=None,
+        decoder_attention_mask=None,
         self_attention_cache=None,
         self_attention_cache_update_index=None,
         cross_attention_cache=None,
@@ -125,6 +131,7 @@ class TransformerDecoder(TransformerBlock):
             x,
             x,
             value_mask=decoder_padding_mask,
+            attention_mask=decoder_attention_mask,
             use_causal_mask=use_causal_mask,
             cache=self_attention_cache,
             cache_update_index=self_attention_cache_update_index,

@@ -240,36 +240,97 @@ class Transformer(keras.Model):
             "cross_cache": tuple(cross_caches),  # L x (B, 2, S, N, H)
         }
 
+    def init_beam_state(self, source_ids, max_length, beam_size):
+        """The decoding state of a beam of `beam_size` hypotheses per source row.
+
+        Unlike repeating `init_decoding_state` K times, the source side is kept
+        once per row (encoder output and cross-attention keys and values,
+        `(B, ...)`), and each block's self-attention cache is shared by the
+        row's K hypotheses: `(B, 2, max_length * K, N, H)`, position-major
+        (slot `j * K + k` holds the key of position `j` written by beam slot
+        `k`). `history` `(B, K, max_length)` says, for each hypothesis and
+        position, which beam slot's key it reads there (-1: not written yet).
+        When beam search reorders the hypotheses it reorders this small int
+        table (`reorder_beam_state`) instead of copying every cache, so a
+        step's cost does not grow with `max_length` through copies.
+        """
+        beam_size = check_positive_int("beam_size", beam_size)
+        encoder_output, source_mask = self.encode(source_ids, training=False)
+        batch = ops.shape(source_ids)[0]
+        return {
+            "encoder_output": encoder_output,
+            "source_mask": source_mask,
+            "self_cache": tuple(
+                block.init_self_attention_cache(batch, max_length * beam_size, self.compute_dtype)
+                for block in self.decoder_blocks
+            ),  # L x (B, 2, T_max * K, N, H)
+            "cross_cache": tuple(block.compute_cross_attention_cache(encoder_output) for block in self.decoder_blocks),
+            "history": ops.full((batch, beam_size, max_length), -1, "int32"),  # (B, K, T_max)
+        }
+
+    def reorder_beam_state(self, state, parents):
+        """Hypothesis k of row b continues hypothesis `parents[b, k]`: copy its history."""
+        history = state["history"]
+        index = ops.broadcast_to(ops.expand_dims(parents, -1), ops.shape(history))  # (B, K, T_max)
+        return dict(state, history=ops.take_along_axis(history, index, axis=1))
+
     def decode_step(self, state, tokens, index):
         """One decoding step.
 
         Args:
-            state: the dict from `init_decoding_state` (or a previous step).
-            tokens: int `(B,)`, the token at position `index` of the target input.
+            state: the dict from `init_decoding_state` or `init_beam_state`
+                (or a previous step).
+            tokens: int `(B,)` (or `(B * K,)` for a beam state, row
+                `b * K + k`), the token at position `index` of the target input.
             index: scalar int, the position being fed (0 for [START]).
 
         Returns:
             `(logits (B, V) float32, new_state, attention (B, S))`, where the
-            attention is the last block's cross-attention averaged over heads.
+            attention is the last block's cross-attention averaged over heads
+            (`B * K` rows for a beam state).
         """
-        x = self.target_embedding(ops.expand_dims(tokens, 1), start_index=index)  # (B, 1, d)
+        x = self.target_embedding(ops.expand_dims(tokens, 1), start_index=index)  # (B, 1, d) or (BK, 1, d)
+        beam_options = {}
+        if "history" in state:
+            # The K hypotheses of a row go through the blocks as a sequence of
+            # K queries: they share the row's cross-attention keys and values
+            # and its self-attention cache, where each reads its own prefix.
+            history = state["history"]
+            beam = history.shape[1]
+            slots = ops.arange(beam, dtype="int32")
+            history = ops.slice_update(  # position `index` of slot k: its own key
+                history, [0, 0, index], ops.broadcast_to(slots[None, :, None], (ops.shape(history)[0], beam, 1))
+            )
+            state = dict(state, history=history)
+            own = ops.equal(ops.expand_dims(history, -1), slots)  # (B, K, T_max, K)
+            batch, max_length = ops.shape(history)[0], ops.shape(history)[2]
+            x = ops.reshape(x, (batch, beam, ops.shape(x)[-1]))  # (B, K, d)
+            beam_options = dict(
+                decoder_attention_mask=ops.reshape(own, (batch, beam, max_length * beam)),  # (B, K, T_max*K)
+                self_attention_cache_update_index=index * beam,
+                use_causal_mask=False,  # `history` already hides every later position
+            )
         new_self_caches = []
         scores = None
         for i, block in enumerate(self.decoder_blocks):
+            options = dict(self_attention_cache_update_index=index)
+            options.update(beam_options)
             x, scores, cache = block(
                 x,
                 state["encoder_output"],
                 encoder_padding_mask=state["source_mask"],
                 self_attention_cache=state["self_cache"][i],
-                self_attention_cache_update_index=index,
                 cross_attention_cache=state["cross_cache"][i],
                 return_attention_scores=True,
+                **options,
             )
             new_self_caches.append(cache)
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        logits = self._logits(x)[:, 0]  # (B, V)
-        attention = ops.mean(ops.cast(scores, "float32"), axis=1)[:, 0]  # (B, S)
+        rows = ops.shape(tokens)[0]
+        logits = ops.reshape(self._logits(x), (rows, -1))  # (B, V) or (BK, V)
+        attention = ops.mean(ops.cast(scores, "float32"), axis=1)  # (B, 1 or K, S)
+        attention = ops.reshape(attention, (rows, ops.shape(attention)[-1]))  # (B, S) or (BK, S)
         new_state = dict(state, self_cache=tuple(new_self_caches))
         return logits, new_state, attention
 

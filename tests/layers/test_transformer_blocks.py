@@ -124,6 +124,14 @@ def test_decoder_matches_keras_hub(normalize_first):
     a = ours(y, x, decoder_padding_mask=y_mask, encoder_padding_mask=x_mask)
     b = hub(y, x, decoder_padding_mask=y_mask, encoder_padding_mask=x_mask)
     np.testing.assert_allclose(_np(a), _np(b), atol=1e-5)
+    attention_mask = rng.random((3, 5, 5)) < 0.5
+    attention_mask[:, np.arange(5), np.arange(5)] = True  # every position sees itself
+    a = ours(y, x, decoder_attention_mask=attention_mask, encoder_padding_mask=x_mask)
+    b = hub(y, x, decoder_attention_mask=attention_mask, encoder_padding_mask=x_mask)
+    np.testing.assert_allclose(_np(a), _np(b), atol=1e-5)
+    # The mask is ANDed with the causal mask: all-True changes nothing.
+    everything = ours(y, x, decoder_attention_mask=np.ones((3, 5, 5), bool))
+    np.testing.assert_allclose(_np(everything), _np(ours(y, x)), atol=1e-6)
 
 
 # Properties ---------------------------------------------------------------------
