@@ -159,26 +159,6 @@ class MultiHeadAttention(keras.layers.Layer):
             y = y + bias
         return y
 
-    def _project_self(self, x):
-        """Query, key and value of `x` with one matrix product (self-attention).
-
-        The three kernels are concatenated along their output axis, so one
-        `(B*T, d) x (d, N*(2H+Hv))` product replaces three narrower ones.
-        """
-        d, n, h = self.query_kernel.shape
-        hv = self.value_dim
-        kernels = [ops.reshape(k, (d, -1)) for k in (self.query_kernel, self.key_kernel, self.value_kernel)]
-        y = attention_ops.dense_project(x, ops.concatenate(kernels, axis=-1))  # (B, T, N*(2H+Hv))
-        if self.use_bias:
-            biases = [ops.reshape(b, (-1,)) for b in (self.query_bias, self.key_bias, self.value_bias)]
-            y = y + ops.concatenate(biases, axis=0)
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        q, k, v = ops.split(y, [n * h, 2 * n * h], axis=-1)
-        q = ops.reshape(q, (batch, length, n, h))  # (B, T, N, H)
-        k = ops.reshape(k, (batch, length, n, h))  # (B, T, N, H)
-        v = ops.reshape(v, (batch, length, n, hv))  # (B, T, N, Hv)
-        return q, k, v
-
     def compute_cache(self, value, key=None):
         """Project an encoder output once, for cross-attention while decoding.
 
@@ -227,27 +207,22 @@ class MultiHeadAttention(keras.layers.Layer):
         training=None,
     ):
         key = value if key is None else key
-        self_attention = query is value and key is value
-        reads_cache = cache is not None and cache_update_index is None
-        if self_attention and not reads_cache:
-            q, k, v = self._project_self(query)  # one product for Q, K and V
-        else:
-            q = self._project(query, self.query_kernel, self.query_bias)  # (B, T_q, N, H)
+        # Three separate products for Q, K and V, also in self-attention: one
+        # product with the kernels concatenated was measured slower under XLA
+        # (the concatenation and the split of its output cost more than the
+        # wider GEMM saves; benchmarks/RESULTS.md, attention layer).
+        q = self._project(query, self.query_kernel, self.query_bias)  # (B, T_q, N, H)
 
         offset = 0
         if cache is None:
-            if not self_attention:
-                k = self._project(key, self.key_kernel, self.key_bias)  # (B, T_k, N, H)
-                v = self._project(value, self.value_kernel, self.value_bias)  # (B, T_k, N, Hv)
-        elif reads_cache:
+            k = self._project(key, self.key_kernel, self.key_bias)  # (B, T_k, N, H)
+            v = self._project(value, self.value_kernel, self.value_bias)  # (B, T_k, N, Hv)
+        elif cache_update_index is None:
             k, v = cache[:, 0], cache[:, 1]  # (B, T_k, N, H) each, precomputed
         else:
             self._check_cacheable()
-            if self_attention:
-                new_k, new_v = k, v
-            else:
-                new_k = self._project(key, self.key_kernel, self.key_bias)
-                new_v = self._project(value, self.value_kernel, self.value_bias)
+            new_k = self._project(key, self.key_kernel, self.key_bias)  # (B, T_new, N, H)
+            new_v = self._project(value, self.value_kernel, self.value_bias)  # (B, T_new, N, H)
             update = ops.stack([new_k, new_v], axis=1)  # (B, 2, T_new, N, H)
             start = [0, 0, cache_update_index, 0, 0]
             cache = ops.slice_update(cache, start, ops.cast(update, cache.dtype))
