@@ -40,5 +40,7 @@ def test_attention_benchmark_runs(tmp_path):
 def test_decoding_benchmark_runs(tmp_path):
     out = tmp_path / "decoding.json"
     result = benchmark_decoding.main(["--quick", "--json", str(out)])
-    assert [r["tokens"] for r in result["rows"]] == [4, 8]
-    assert json.loads(out.read_text())["rows"][1]["uncached_s"] > 0
+    assert [(r["batch"], r["tokens"]) for r in result["rows"]] == [(2, 4), (2, 8)]
+    row = json.loads(out.read_text())["rows"][1]
+    assert row["uncached_s"] > 0 and row["greedy_4x_rows_s"] > 0
+    assert row["beam4_over_floor"] == row["beam4_s"] / row["greedy_4x_rows_s"]
