@@ -1,13 +1,16 @@
 """Attention maths shared by the layers: masks, masked softmax, scaled dot-product.
 
-Everything here uses `keras.ops` only, so it runs on any Keras backend and
-compiles with XLA. Masks are boolean tensors where `True` means "may attend".
+Everything here uses `keras.ops` and compiles with XLA; on the TensorFlow
+backend the attention dropout is `dropout.fast_dropout` (cheaper random
+numbers). Masks are boolean tensors where `True` means "may attend".
 """
 
 import math
 
 import keras
 from keras import ops
+
+from keras_attention.layers.dropout import fast_dropout
 
 
 def large_negative(dtype):
@@ -147,7 +150,10 @@ def scaled_dot_product_attention(
     weights = masked_softmax(scores, mask)
     dropped = weights
     if training and dropout > 0.0:
-        dropped = keras.random.dropout(weights, dropout, seed=seed)
+        if keras.backend.backend() == "tensorflow":
+            dropped = fast_dropout(weights, dropout, seed)
+        else:
+            dropped = keras.random.dropout(weights, dropout, seed=seed)
     if rank == 3:
         output = ops.einsum("bqk,bkd->bqd", dropped, value)  # (B, T_q, d_v)
     else:

@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_attention.layers.dropout import Dropout
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.validation import check_positive_int, check_rate
 
@@ -106,7 +107,7 @@ class TransformerBlock(keras.layers.Layer):
         )
         self.feedforward_output.build(tuple(shape[:-1]) + (self.intermediate_dim,))
         self.feedforward_norm = self._make_norm("feedforward_norm", shape)
-        self.residual_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.residual_dropout = Dropout(self.dropout, dtype=self.dtype_policy)
 
     # Forward helpers ----------------------------------------------------------
 

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attention.layers import PositionalEmbedding, TransformerDecoder, TransformerEncoder
+from keras_attention.layers import Dropout, PositionalEmbedding, TransformerDecoder, TransformerEncoder
 from keras_attention.layers.validation import check_choice, check_positive_int, check_rate
 
 PRESETS = {
@@ -141,7 +141,7 @@ class Transformer(keras.Model):
         self.source_embedding = (
             self.target_embedding if share_embeddings else embedding(source_vocab_size, "source_embedding")
         )
-        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.embedding_dropout = Dropout(dropout, dtype=self.dtype_policy)
         self.encoder_blocks = [
             TransformerEncoder(**block_kwargs, name=f"encoder_{i}") for i in range(num_layers)
         ]
