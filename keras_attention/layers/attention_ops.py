@@ -147,17 +147,32 @@ def scaled_dot_product_attention(
         scores = ops.einsum("bqnd,bknd->bnqk", query, key)  # (B, N, T_q, T_k)
         if mask is not None and len(mask.shape) == 3:
             mask = ops.expand_dims(mask, 1)  # (B, 1, T_q, T_k): shared by heads
-    weights = masked_softmax(scores, mask)
-    dropped = weights
+    # The softmax, with its normalisation deferred: the output is
+    # (exp(s - max) V) / sum(exp(s - max)), a division over (T_q, d_v) instead
+    # of over (T_q, T_k), and the normalised weights are only formed when
+    # something uses them (dropout, or a caller that returns them; XLA drops
+    # them otherwise). Computed in float32 whatever the input dtype; a row
+    # whose keys are all masked gets uniform weights, as in `masked_softmax`.
+    dtype = scores.dtype
+    scores = ops.cast(scores, "float32")
+    if mask is not None:
+        scores = ops.where(ops.cast(mask, "bool"), scores, large_negative("float32"))
+    unnormalised = ops.exp(scores - ops.stop_gradient(ops.max(scores, axis=-1, keepdims=True)))
+    total = ops.sum(unnormalised, axis=-1, keepdims=True)  # (B, [N,] T_q, 1), >= 1
+    weights = ops.cast(unnormalised / total, dtype)
     if training and dropout > 0.0:
         if keras.backend.backend() == "tensorflow":
             dropped = fast_dropout(weights, dropout, seed)
         else:
             dropped = keras.random.dropout(weights, dropout, seed=seed)
-    if rank == 3:
-        output = ops.einsum("bqk,bkd->bqd", dropped, value)  # (B, T_q, d_v)
+        equation = "bqk,bkd->bqd" if rank == 3 else "bnqk,bknd->bqnd"
+        output = ops.einsum(equation, dropped, value)  # (B, T_q, [N,] d_v)
+    elif rank == 3:
+        output = ops.einsum("bqk,bkd->bqd", ops.cast(unnormalised, dtype), value)  # (B, T_q, d_v)
+        output = output / ops.cast(total, dtype)
     else:
-        output = ops.einsum("bnqk,bknd->bqnd", dropped, value)  # (B, T_q, N, d_v)
+        output = ops.einsum("bnqk,bknd->bqnd", ops.cast(unnormalised, dtype), value)  # (B, T_q, N, d_v)
+        output = output / ops.cast(ops.transpose(total, (0, 2, 1, 3)), dtype)  # total as (B, T_q, N, 1)
     return output, weights
 
 
