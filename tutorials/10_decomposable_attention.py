@@ -130,12 +130,10 @@ print("premises:", tuple(train_a.shape), " hypotheses:", tuple(train_b.shape), "
 
 # %%
 def train_model(embedding_std=None):
+    start = "uniform" if embedding_std is None else keras.initializers.RandomNormal(stddev=embedding_std, seed=1)
     model = models.DecomposableAttention(tokenizer.vocab_size, num_classes=2, embedding_dim=100, hidden_dim=100,
-                                         dropout=0.0)
+                                         dropout=0.0, embeddings_initializer=start)
     logits = model((train_a[:3], train_b[:3]))  # builds the weights
-    if embedding_std is not None:
-        table = model.embedding.embeddings
-        table.assign(keras.random.normal(table.shape, stddev=embedding_std, seed=1))
     model.compile(
         optimizer=keras.optimizers.Adam(1e-3),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
