@@ -157,7 +157,9 @@ def scaled_dot_product_attention(
     scores = ops.cast(scores, "float32")
     if mask is not None:
         scores = ops.where(ops.cast(mask, "bool"), scores, large_negative("float32"))
-    unnormalised = ops.exp(scores - ops.stop_gradient(ops.max(scores, axis=-1, keepdims=True)))
+    # `initial`: Keras' eager `max` refuses an empty tensor (an empty batch).
+    shift = ops.max(scores, axis=-1, keepdims=True, initial=large_negative("float32"))
+    unnormalised = ops.exp(scores - ops.stop_gradient(shift))
     total = ops.sum(unnormalised, axis=-1, keepdims=True)  # (B, [N,] T_q, 1), >= 1
     weights = ops.cast(unnormalised / total, dtype)
     if training and dropout > 0.0:
