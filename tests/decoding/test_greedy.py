@@ -101,6 +101,24 @@ def test_tf_function_with_unknown_batch_and_length():
     assert decode.experimental_get_tracing_count() == 1
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_a_single_row_decodes_like_the_same_row_in_a_batch(jit_compile):
+    """A lone row is decoded beside a copy of itself (faster under XLA); the copy never shows."""
+    model = build_real_model("transformer_pre")
+    source = real_source()
+    decode = tf.function(
+        lambda s: greedy_decode(model, s, START, END, 7, return_attention=True), jit_compile=jit_compile
+    )
+    together = decode(source)
+    for i in range(len(source)):
+        alone = decode(source[i : i + 1])
+        assert alone.tokens.shape == (1, 7) and alone.attention.shape == (1, 7, source.shape[1])
+        np.testing.assert_array_equal(alone.tokens.numpy()[0], together.tokens.numpy()[i])
+        np.testing.assert_allclose(alone.scores.numpy()[0], together.scores.numpy()[i], atol=1e-5)
+        np.testing.assert_allclose(alone.attention.numpy()[0], together.attention.numpy()[i], atol=1e-5)
+        assert alone.lengths.numpy()[0] == together.lengths.numpy()[i]
+
+
 def test_empty_batch():
     model = build_real_model("transformer_pre")
     result = greedy_decode(model, np.zeros((0, 5), "int32"), START, END, 4, return_attention=True)
