@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 
+from timing import write_json
+
 
 def measure(length, backward, batch, d_model, heads, repeats):
     """Runs in a child process: both layers, calls alternated; prints one JSON line."""
@@ -112,9 +114,7 @@ def main(argv=None):
             print(f"{row['pass']:17s} {length:6d} {ours['seconds'] * 1e3:9.2f} {theirs['seconds'] * 1e3:9.2f} "
                   f"{row['speed_ratio']:11.2f} {ours['memory_mib']:9.1f} {theirs['memory_mib']:9.1f}")
     print("speed ratio = keras time / our time (> 1: ours is faster)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"batch": args.batch, "d_model": 256, "heads": 4, "rows": rows}, f, indent=2)
+    write_json(args.json, {"batch": args.batch, "d_model": 256, "heads": 4, "rows": rows})
     return rows
 
 

@@ -22,7 +22,6 @@ Sentences/s of the exported SavedModel are measured by benchmark_serving.py.
 """
 
 import argparse
-import json
 
 import keras
 import numpy as np
@@ -30,7 +29,7 @@ import tensorflow as tf
 
 from keras_attention.decoding import UncachedDecoder, beam_search, greedy_decode
 from keras_attention.models import Transformer
-from timing import alternated_medians
+from timing import alternated_medians, write_json
 
 START, END = 2, 3
 
@@ -94,9 +93,7 @@ def main(argv=None):
                   f"{beam * 1e3:9.1f} {row['beam4_over_greedy']:13.2f} {floor * 1e3:12.1f} "
                   f"{row['beam4_over_floor']:12.2f}")
     result = {"config": c, "xla": args.xla, "rows": rows}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+    write_json(args.json, result)
     return result
 
 

@@ -21,7 +21,6 @@ XLA is off in every case (Keras cannot compile a multi-replica step with XLA).
 """
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -36,6 +35,7 @@ import tensorflow as tf  # noqa: E402
 
 from keras_attention.models import Transformer  # noqa: E402
 from keras_attention.training import MaskedSparseCrossEntropy, optimizers  # noqa: E402
+from timing import write_json  # noqa: E402
 
 CONFIG = dict(num_layers=2, d_model=128, num_heads=4, intermediate_dim=512, vocab=2000, batch=32, length=24)
 QUICK = dict(num_layers=1, d_model=32, num_heads=2, intermediate_dim=64, vocab=200, batch=8, length=8)
@@ -120,9 +120,7 @@ def main(argv=None):
                           "load_average": [round(x, 2) for x in os.getloadavg()],
                           "platform": platform.platform(), "tensorflow": tf.__version__}}
     _print(result)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+    write_json(args.json, result)
     return result
 
 

@@ -12,14 +12,13 @@ two kinds alternate; time is the median of `--repeats` calls.
 """
 
 import argparse
-import json
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from keras_attention.layers import Dropout
-from timing import alternated_medians
+from timing import alternated_medians, write_json
 
 
 def stack(kind, count, rate):
@@ -58,9 +57,7 @@ def main(argv=None):
     print(f"{args.layers} dropout layers on ({args.rows}, {args.width}), forward+backward, XLA: "
           f"ours {seconds['ours'] * 1e3:.2f} ms, keras {seconds['keras'] * 1e3:.2f} ms, "
           f"keras time / ours {result['speed_ratio']:.2f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+    write_json(args.json, result)
     return result
 
 

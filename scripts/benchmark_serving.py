@@ -27,6 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (registers the tokenizer ops)
+from timing import write_json  # noqa: E402
 
 
 def version_folder(path):
@@ -120,9 +121,7 @@ def main(argv=None):
                   f"{result['batch_ms_mean']:8.1f} ms a batch (p50 {result['batch_ms_p50']:.1f}, "
                   f"p90 {result['batch_ms_p90']:.1f}), {result['seconds']:.1f} s in all", flush=True)
     imported = sorted(m for m in sys.modules if m.split(".")[0] in ("keras_attention", "keras_hub"))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"environment": environment, "results": results, "imported": imported}, f, indent=2)
+    write_json(args.json, {"environment": environment, "results": results, "imported": imported})
     return 0
 
 

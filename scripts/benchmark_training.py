@@ -23,7 +23,6 @@ usual 6N plus the attention terms.
 """
 
 import argparse
-import json
 import statistics
 import time
 
@@ -34,6 +33,7 @@ import tensorflow as tf
 
 from keras_attention.models import Transformer
 from keras_attention.training import MaskedSparseCrossEntropy
+from timing import write_json
 
 CONFIG = dict(num_layers=3, d_model=256, num_heads=4, intermediate_dim=1024, vocab=8000, batch=64, length=24)
 
@@ -179,9 +179,7 @@ def main(argv=None):
         print(f"{name:9s}: {medians[name]:8.1f} tokens/s, {flops[name] / 1e6:.1f} MFLOP/token, "
               f"{result['achieved_gflops'][name]:.1f} GFLOP/s = {result['fraction_of_peak'][name]:.0%} of peak")
     print(f"ratio ours / keras-hub: {result['ratio_ours_over_keras_hub']:.2f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+    write_json(args.json, result)
     return result
 
 

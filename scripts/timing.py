@@ -1,5 +1,6 @@
-"""Timing shared by the benchmark scripts: alternated calls, medians."""
+"""Timing shared by the benchmark scripts: alternated calls, medians, the JSON output."""
 
+import json
 import statistics
 import time
 
@@ -20,3 +21,10 @@ def alternated_medians(fns, run, repeats):
             run(fn)
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(values) for name, values in times.items()}
+
+
+def write_json(path, data):
+    """Write a script's figures to `path` (`--json`); do nothing when `path` is None."""
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, ensure_ascii=False)

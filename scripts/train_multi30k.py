@@ -55,6 +55,7 @@ def run(model, direction, output, quick=False):
         results["commit"] = started_on
         with open(results_path, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2, ensure_ascii=False)
+        return results
     with open(results_path, encoding="utf-8") as f:
         return json.load(f)
 
