@@ -218,23 +218,13 @@ def _run(args):
 
 
 def _average(args):
-    import shutil
-
     from keras_attention.training import averaging
 
     if not args.translator:
         averaging.average_checkpoints(args.checkpoints, args.output)
         print(f"average of {len(args.checkpoints)} checkpoints: {args.output}")
         return 0
-    source = os.path.join(args.translator, "model.keras")
-    if not os.path.exists(source):
-        raise FileNotFoundError(f"No translator model at {source!r}. Received: --translator {args.translator}")
-    os.makedirs(args.output, exist_ok=True)
-    for name in os.listdir(args.translator):
-        if name != "model.keras" and os.path.isfile(os.path.join(args.translator, name)):
-            shutil.copy(os.path.join(args.translator, name), args.output)
-    weights = averaging.average_weights(args.checkpoints)
-    averaging.replace_weights_in_keras_file(source, os.path.join(args.output, "model.keras"), weights)
+    averaging.average_translator(args.translator, args.checkpoints, args.output)
     print(f"translator with the average of {len(args.checkpoints)} checkpoints: {args.output}")
     return 0
 

@@ -62,6 +62,38 @@ def average_checkpoints(paths, output):
     return output
 
 
+def average_translator(translator_dir, paths, output_dir):
+    """Write a copy of a translator folder whose model has the average of `paths`.
+
+    Args:
+        translator_dir: str. A folder written by `Translator.save` (the model
+            in `model.keras`, the vocabularies beside it).
+        paths: list of str. Checkpoints of that model (`.weights.h5` or `.keras`).
+        output_dir: str. The new translator folder (created if needed).
+
+    Returns:
+        `output_dir`, which `Translator.load` reads like the original.
+
+    Raises:
+        FileNotFoundError: `translator_dir` holds no `model.keras`.
+
+    Example:
+
+    >>> average_translator("run/translator", ["run/checkpoints/epoch-009.weights.h5",
+    ...                    "run/checkpoints/epoch-010.weights.h5"], "run/translator-average")  # doctest: +SKIP
+    """
+    source = os.path.join(translator_dir, "model.keras")
+    if not os.path.exists(source):
+        raise FileNotFoundError(f"No translator model at {source!r}. Received: translator_dir={translator_dir!r}")
+    weights = average_weights(paths)  # before writing anything: mismatched checkpoints leave no folder
+    os.makedirs(output_dir, exist_ok=True)
+    for name in os.listdir(translator_dir):
+        if name != "model.keras" and os.path.isfile(os.path.join(translator_dir, name)):
+            shutil.copy(os.path.join(translator_dir, name), output_dir)
+    replace_weights_in_keras_file(source, os.path.join(output_dir, "model.keras"), weights)
+    return output_dir
+
+
 def average_weights(paths):
     """The mean of the model weights of the checkpoints `paths`.
 

@@ -121,3 +121,11 @@ def test_cli_average_into_a_translator_folder(tmp_path):
     reference.load_weights(averaging.average_checkpoints(paths, str(tmp_path / "avg.weights.h5")))
     for a, b in zip(loaded.get_weights(), reference.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_average_translator_needs_a_model_and_writes_nothing_without_one(tmp_path):
+    paths = _save_three(tmp_path)
+    out = tmp_path / "averaged"
+    with pytest.raises(FileNotFoundError, match="model.keras"):
+        averaging.average_translator(str(tmp_path / "no-translator"), paths, str(out))
+    assert not out.exists()
