@@ -36,6 +36,7 @@ from keras_attention.training import MaskedSparseCrossEntropy
 from timing import write_json
 
 CONFIG = dict(num_layers=3, d_model=256, num_heads=4, intermediate_dim=1024, vocab=8000, batch=64, length=24)
+QUICK = dict(CONFIG, num_layers=1, d_model=32, num_heads=2, intermediate_dim=64, vocab=200, batch=4, length=8)
 
 
 def ours(c):
@@ -139,9 +140,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="a tiny configuration, to test the script")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
-    c = dict(CONFIG)
+    c = dict(QUICK if args.quick else CONFIG)
     if args.quick:
-        c.update(num_layers=1, d_model=32, num_heads=2, intermediate_dim=64, vocab=200, batch=4, length=8)
         args.steps, args.rounds = 2, 1
     keras.utils.set_random_seed(0)
     batch = random_batch(c)

@@ -1,6 +1,7 @@
 """Each benchmark script runs in quick mode and compares like with like (no timing asserts)."""
 
 import json
+import subprocess
 import sys
 
 import numpy as np
@@ -13,6 +14,7 @@ import benchmark_attention  # noqa: E402
 import benchmark_decoding  # noqa: E402
 import benchmark_dropout  # noqa: E402
 import benchmark_training  # noqa: E402
+import profile_training  # noqa: E402
 
 
 def test_training_benchmark_compares_equal_models(tmp_path):
@@ -21,8 +23,7 @@ def test_training_benchmark_compares_equal_models(tmp_path):
     assert json.loads(out.read_text())["parameters"] == result["parameters"]
     ours, hub = result["parameters"]["ours"], result["parameters"]["keras_hub"]
     assert abs(ours / hub - 1) < 0.01
-    c = dict(benchmark_training.CONFIG, num_layers=1, d_model=32, num_heads=2, intermediate_dim=64,
-             vocab=200, batch=4, length=8)
+    c = benchmark_training.QUICK
     batch = benchmark_training.random_batch(c)
     shapes = {tuple(m(batch[0]).shape) for m in (benchmark_training.ours(c), benchmark_training.keras_hub_model(c))}
     assert shapes == {(4, 8, 200)}
@@ -63,3 +64,34 @@ def test_dropout_benchmark_compares_the_same_distribution(tmp_path):
         )(x).numpy()
         assert abs((grad != 0).mean() - 0.81) < 0.01
         np.testing.assert_allclose(np.unique(grad[grad != 0]), [1 / 0.9**2], rtol=1e-4)
+
+
+def test_profile_attributes_the_step_to_categories(tmp_path):
+    # A process of its own: XLA reads the dump flag the script sets only at its first compilation.
+    out = tmp_path / "profile.json"
+    script = Path(profile_training.__file__)
+    done = subprocess.run([sys.executable, str(script), "--quick", "--json", str(out)], capture_output=True,
+                          text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert "matrix products" in done.stdout
+    assert set(result["categories_ms_per_step"]) == set(profile_training.CATEGORIES)
+    assert abs(sum(result["shares"].values()) - 1) < 1e-9
+    # Every step multiplies matrices and updates weights; nearly every event is attributed.
+    assert result["categories_ms_per_step"]["matrix products"] > 0
+    assert result["categories_ms_per_step"]["optimizer"] > 0
+    assert result["unattributed_ms_per_step"] < 0.5 * result["operations_ms_per_step"]
+
+
+def test_profile_categories_of_hand_written_instructions():
+    categorize = profile_training.categorize
+    assert categorize("MatMul.12", "custom-call", []) == "matrix products"
+    assert categorize("dot.3", "dot", []) == "matrix products"
+    assert categorize("fusion.1", "fusion", ["model/dropout_1/stateless_random_uniform"]) == "dropout bits"
+    assert categorize("fusion.2", "fusion", ["adam/AssignSubVariableOp_3"]) == "optimizer"
+    assert categorize("fusion.3", "fusion", ["compile_loss/masked_sparse_cross_entropy/Exp"]) == "loss"
+    assert categorize("wrapped_reduce-window.4", "fusion", ["x_norm_1_moments_variance-reduction.2"]) == "layer norm"
+    assert categorize("fusion.5", "fusion", ["model/encoder_0/self_attention_1/Exp"]) == "softmax"
+    assert categorize("wrapped_reduce-window.6", "fusion", ["gradient_tape/dense_Sum-reduction.1"]) == "reductions"
+    assert categorize("transpose_copy_fusion.7", "fusion", ["model/dense/Reshape"]) == "copies"
+    assert categorize("add_fusion.8", "fusion", ["model/dense/BiasAdd"]) == "elementwise"
