@@ -75,12 +75,13 @@ def read_hlo_instructions(dump_dir):
     A fusion's TF op names are those of the instructions inside its fused
     computation, as XLA keeps metadata there.
     """
-    modules = [p for p in glob.glob(os.path.join(dump_dir, "*step_on*cpu_after_optimizations.txt"))]
+    modules = glob.glob(os.path.join(dump_dir, "*step_on*cpu_after_optimizations.txt"))
     if not modules:
         raise FileNotFoundError(
             f"XLA wrote no optimised training-step module to {dump_dir!r}. XLA reads its flags once per "
             "process, at its first compilation: run this script in a fresh Python process.")
-    text = open(max(modules, key=os.path.getsize), encoding="utf-8").read()
+    with open(max(modules, key=os.path.getsize), encoding="utf-8") as f:
+        text = f.read()
     computations = {}  # name -> op names of its instructions, and of the computations they call
     for block in re.finditer(r"^%?([\w.\-]+) [^\n]*\{\n(.*?)\n\}", text, re.S | re.M):
         body = block.group(2)

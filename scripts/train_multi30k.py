@@ -68,8 +68,9 @@ def run(model, direction, output, quick=False):
         _, results = train(TrainConfig(source=source, target=target, output_dir=folder, **options), verbose=2)
         results["commit"] = started_on
         _write(results_path, results)
-    with open(results_path, encoding="utf-8") as f:
-        results = json.load(f)
+    else:
+        with open(results_path, encoding="utf-8") as f:
+            results = json.load(f)
     if score_more(folder, results, source, target):
         _write(results_path, results)
     return results
@@ -90,15 +91,17 @@ def score_more(folder, results, source, target):
         return False
     pairs = list(load_multi30k(source, target, TEST_SPLIT).as_numpy_iterator())
     pairs = [(s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs]
-    translator_dir = os.path.join(folder, "translator")
-    if "test_average" in wanted:
-        average_dir = average_translator(translator_dir, checkpoints, os.path.join(folder, "translator-average"))
-        results["averaged_checkpoints"] = [os.path.basename(p) for p in checkpoints]
-    for key in wanted:
-        if key not in results:
-            translator = Translator.load(average_dir if key.startswith("test_average") else translator_dir)
-            options = BEAM if key.endswith("beam4") else {}
-            scores = evaluate_bleu(translator, pairs, **options)
+    # Each translator folder is loaded (and its decoders compiled) once, for all its scores.
+    for name, keys in (("translator", ["test_beam4"]), ("translator-average", ["test_average", "test_average_beam4"])):
+        missing = [key for key in keys if key in wanted and key not in results]
+        if not missing:
+            continue
+        if name == "translator-average":
+            average_translator(os.path.join(folder, "translator"), checkpoints, os.path.join(folder, name))
+            results["averaged_checkpoints"] = [os.path.basename(p) for p in checkpoints]
+        translator = Translator.load(os.path.join(folder, name))
+        for key in missing:
+            scores = evaluate_bleu(translator, pairs, **(BEAM if key.endswith("beam4") else {}))
             results[key] = {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")}
             print(f"{os.path.basename(folder)} {key}: BLEU {scores['bleu']:.2f} / {scores['bleu_lowercase']:.2f} "
                   f"(cased / lower-cased), chrF {scores['chrf']:.2f}")

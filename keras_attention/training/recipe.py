@@ -261,7 +261,8 @@ def train(config, verbose=1):
     if test_pairs is not None:
         scores = evaluate_bleu(translator, test_pairs)
         results["test"] = {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")}
-        results["examples"] = list(zip(scores["references"][:3], scores["hypotheses"][:3]))
+        # Lists, not tuples: the returned results equal what results.json reads back.
+        results["examples"] = [[ref, hyp] for ref, hyp in zip(scores["references"][:3], scores["hypotheses"][:3])]
     results["history"] = history
     with open(os.path.join(output_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2, ensure_ascii=False)
