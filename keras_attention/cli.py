@@ -47,6 +47,8 @@ def _parser():
     train.add_argument("--no-jit", action="store_true", help="do not compile with XLA")
     train.add_argument("--backup-every-steps", type=int, metavar="N",
                        help="back up every N steps (default: each epoch); rerun the command to resume")
+    train.add_argument("--keep-backup", action="store_true",
+                       help="keep OUTPUT/backup after the run: the same command with more --epochs extends it")
     train.add_argument("--keep-checkpoints", type=int, default=5, metavar="N",
                        help="keep the last N epochs' weights in OUTPUT/checkpoints (default: 5; 0: none)")
     train.add_argument("--output", default="runs/latest", help="output folder")
@@ -120,7 +122,8 @@ def _config_from_args(args):
         label_smoothing=args.label_smoothing, strategy=args.strategy, precision=args.precision,
         jit_compile=not args.no_jit, output_dir=args.output,
         max_train_examples=args.max_train_examples, seed=args.seed,
-        backup_every_steps=args.backup_every_steps, keep_checkpoints=args.keep_checkpoints,
+        backup_every_steps=args.backup_every_steps, keep_backup=args.keep_backup,
+        keep_checkpoints=args.keep_checkpoints,
     )
 
 

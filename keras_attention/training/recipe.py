@@ -6,6 +6,7 @@ reads like a script, top to bottom; each step prints what it did.
 
 import dataclasses
 import json
+import math
 import os
 import time
 
@@ -62,6 +63,12 @@ class TrainConfig:
         backup_every_steps: back up the training state every N steps (and at
             each epoch end), or None for epoch ends only; a killed run started
             again with the same command resumes from the backup.
+        keep_backup: keep `backup/` after the run (it is removed otherwise),
+            so that the same command with more `epochs` extends the run
+            instead of starting again. The extension continues the optimizer
+            and the learning-rate schedule from the last step; it retraces an
+            uninterrupted longer run when the schedule does not depend on the
+            epoch count (a fixed rate, or an explicit `warmup_steps`).
         keep_checkpoints: keep the weights of the last N epochs in
             `checkpoints/` for checkpoint averaging (0: none).
         max_train_examples: use only the first N training pairs (quick runs).
@@ -95,6 +102,7 @@ class TrainConfig:
     jit_compile: bool = True
     output_dir: str = "runs/latest"
     backup_every_steps: int = None
+    keep_backup: bool = False
     keep_checkpoints: int = 5
     max_train_examples: int = None
     bleu_sample: int = 200
@@ -169,7 +177,7 @@ def train(config, verbose=1):
     """Run a whole training job; return `(translator, results)`.
 
     Writes to `config.output_dir`: `backup/` (resumable state, removed after a
-    finished run), `checkpoints/` (the last epochs' weights), `translator/`
+    finished run unless `config.keep_backup`), `checkpoints/` (the last epochs' weights), `translator/`
     (model and vocabularies; written before training, for evaluators, and
     after), `history.csv` and `results.json` (BLEU on the test split,
     timings, steps, the configuration).
@@ -235,6 +243,12 @@ def train(config, verbose=1):
     backup = ResumableBackup(os.path.join(output_dir, "backup"), save_freq=config.backup_every_steps or "epoch")
     backup.set_model(model)
     resumed_from = backup.restore()
+    if resumed_from > config.epochs * steps_per_epoch:
+        raise ValueError(
+            f"The backup in {backup.backup_dir!r} holds {resumed_from} training steps "
+            f"({resumed_from / steps_per_epoch:g} epochs of {steps_per_epoch} steps), more than "
+            f"epochs={config.epochs} asks for. Ask for at least {math.ceil(resumed_from / steps_per_epoch)} "
+            "epochs, or remove the backup folder to train from the start.")
     callbacks = []  # BLEU first, so that the CSV log has its scores
     if valid_pairs is not None and config.bleu_sample:
         sample = [(s.decode(), t.decode()) for s, t in valid_pairs.take(config.bleu_sample).as_numpy_iterator()]
@@ -247,7 +261,8 @@ def train(config, verbose=1):
     fit_resumable(model, train_ds, config.epochs, steps_per_epoch, backup, callbacks,
                   validation_data=valid_ds, verbose=verbose, shuffle=False)  # the dataset shuffles
     train_seconds = time.time() - fit_started
-    backup.delete()
+    if not config.keep_backup:
+        backup.delete()
     history = read_csv_history(history_path)  # all epochs, also those before a restart
     epoch_seconds = history.get("epoch_seconds", [])
     if len(epoch_seconds) == len(history.get("loss", [])) and all(isinstance(s, float) for s in epoch_seconds):

@@ -159,3 +159,44 @@ def test_cli_killed_mid_epoch_resumes_and_ends_like_an_uninterrupted_run(tmp_pat
     assert results["train_seconds"] == round(sum(results["history"]["epoch_seconds"]), 1)
     assert sorted(os.listdir(output / "checkpoints"))[-1] == "epoch-003.weights.h5"
     assert not (output / "backup").exists()  # a finished run removes its backup
+
+
+def _run_to_end(args, log_path):
+    process = subprocesses.start(args, log_path)
+    subprocesses.finish([process], timeout=600)
+    return process.returncode, open(log_path, errors="replace").read()
+
+
+def test_cli_keep_backup_extends_a_finished_run_with_more_epochs(tmp_path):
+    output = tmp_path / "run"
+    command = [*_train_command(output), "--keep-backup", "--warmup-steps", "20"]
+    epochs_at = command.index("--epochs") + 1
+
+    command[epochs_at] = "1"
+    code, log = _run_to_end(command, tmp_path / "first.log")
+    assert code == 0, log
+    first = json.loads((output / "results.json").read_text())
+    steps_per_epoch = first["steps_per_epoch"]
+    assert first["steps"] == steps_per_epoch
+    assert (output / "backup").is_dir()  # kept
+    history_before = (output / "history.csv").read_text()
+
+    command[epochs_at] = "2"
+    code, log = _run_to_end(command, tmp_path / "second.log")
+    assert code == 0, log
+    assert "Resuming from the backup" in log
+    second = json.loads((output / "results.json").read_text())
+    assert second["resumed_from_step"] == steps_per_epoch
+    assert second["steps"] == 2 * steps_per_epoch
+    assert _iterations(output / "translator") == 2 * steps_per_epoch  # the optimizer went on, not restarted
+    assert len(second["history"]["loss"]) == 2
+    assert (output / "history.csv").read_text().startswith(history_before)
+    assert sorted(os.listdir(output / "checkpoints")) == ["epoch-001.weights.h5", "epoch-002.weights.h5"]
+
+    # Fewer epochs than the backup holds: a clear error, and the backup is left alone.
+    command[epochs_at] = "1"
+    code, log = _run_to_end(command, tmp_path / "third.log")
+    assert code == 2, log
+    assert f"holds {2 * steps_per_epoch} training steps" in log and "epochs=1" in log
+    assert "Traceback" not in log
+    assert json.loads((output / "backup" / "training_metadata.json").read_text())["completed_steps"] == 2 * steps_per_epoch
