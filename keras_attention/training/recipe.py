@@ -66,9 +66,9 @@ class TrainConfig:
         keep_backup: keep `backup/` after the run (it is removed otherwise),
             so that the same command with more `epochs` extends the run
             instead of starting again. The extension continues the optimizer
-            and the learning-rate schedule from the last step; it retraces an
-            uninterrupted longer run when the schedule does not depend on the
-            epoch count (a fixed rate, or an explicit `warmup_steps`).
+            from the last step, and the learning-rate schedule too when it
+            does not depend on the epoch count (a fixed rate, or an explicit
+            `warmup_steps`); its epochs are shuffled afresh.
         keep_checkpoints: keep the weights of the last N epochs in
             `checkpoints/` for checkpoint averaging (0: none).
         max_train_examples: use only the first N training pairs (quick runs).
