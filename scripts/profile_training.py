@@ -16,8 +16,12 @@ dumps in the same run), and prints the time per step of each category:
     copies            copies and transposes (layout changes)
     elementwise       everything else (bias adds, activations, residual sums...)
 
-Times are summed over the CPU threads XLA runs on, so their total is CPU time
-per step; the share of each category is what its removal could save.
+Times are summed over the CPU threads XLA runs on. XLA's CPU runtime runs
+independent operations at the same time, sharing the cores, and an operation
+that shares them lasts longer than it would alone; so the script also prints
+the time during which at least one operation ran and, for the costliest
+operations, how much of their time another thread's operation ran too. A
+category's share is therefore an upper bound of what removing it could save.
 
     python scripts/profile_training.py                    # our Transformer
     python scripts/profile_training.py --model keras-hub
@@ -99,31 +103,74 @@ def read_hlo_instructions(dump_dir):
     return instructions
 
 
-def operation_times(trace_dir):
-    """{event name: total ms} over the XLA CPU worker threads of the newest profile in `trace_dir`."""
+def xla_events(trace_dir):
+    """`(name, thread, start ps, end ps)` of every event on XLA's CPU worker threads, newest profile in `trace_dir`."""
     paths = sorted(glob.glob(os.path.join(trace_dir, "plugins", "profile", "*", "*.xplane.pb")))
     if not paths:
         raise FileNotFoundError(f"The profiler wrote no trace to {trace_dir!r}")
     space = xplane_pb2.XSpace()
     with open(paths[-1], "rb") as f:
         space.ParseFromString(f.read())
-    times = collections.Counter()
+    events = []
     for plane in space.planes:
         for line in plane.lines:
             if "Eigen" not in line.name:  # XLA's CPU work runs on the Eigen pool's threads
                 continue
+            origin = line.timestamp_ns * 1000
             for event in line.events:
-                times[plane.event_metadata[event.metadata_id].name] += event.duration_ps / 1e9
-    return times
+                start = origin + event.offset_ps
+                name = plane.event_metadata[event.metadata_id].name
+                events.append((name, (plane.id, line.id), start, start + event.duration_ps))
+    return events
+
+
+def concurrency(events):
+    """How much the events overlap across threads.
+
+    XLA's CPU runtime starts an operation as soon as its inputs are ready, so
+    independent operations (the two gradient products of one layer, say) run
+    at the same time and share the cores; each then lasts longer than it would
+    alone, and summing durations counts the shared time twice.
+
+    Args:
+        events: `(name, thread, start, end)` tuples, with no event nested in
+            another of its own thread.
+
+    Returns:
+        `({name: time during which an event of another thread also ran},
+        time during which at least one event ran)`, in the events' unit.
+    """
+    boundaries = []
+    for i, (_, _, start, end) in enumerate(events):
+        if end > start:
+            boundaries += [(start, 1, i), (end, -1, i)]
+    boundaries.sort(key=lambda b: (b[0], b[1]))  # at equal times, ends before starts
+    overlapped, busy, active, previous = collections.Counter(), 0, set(), None
+    for time, change, i in boundaries:
+        if active and time > previous:
+            span = time - previous
+            busy += span
+            if len({events[j][1] for j in active}) > 1:
+                for j in active:
+                    overlapped[events[j][0]] += span
+        previous = time
+        if change > 0:
+            active.add(i)
+        else:
+            active.discard(i)
+    return overlapped, busy
 
 
 def profile(model, batch, steps, dump_dir):
     """Profile `steps` training steps of `model`.
 
     Returns:
-        (wall-clock ms per step, {category: ms per step}, {operation: ms per
-        step}, ms per step of worker-thread events that match no instruction
-        of the training step, which should be near zero).
+        A dict: `wall` (wall-clock ms per step), `categories` ({category: ms
+        per step}), `operations` ({operation: ms per step}), `overlapped`
+        ({operation: ms per step during which another thread's operation
+        ran too}), `busy` (ms per step during which at least one operation
+        ran), `unattributed` (ms per step of worker-thread events that match
+        no instruction of the training step, which should be near zero).
     """
     model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=MaskedSparseCrossEntropy(), jit_compile=True)
     data = tf.data.Dataset.from_tensors(batch).repeat()
@@ -138,7 +185,9 @@ def profile(model, batch, steps, dump_dir):
     by_category = dict.fromkeys(CATEGORIES, 0.0)
     by_operation = collections.Counter()
     unattributed = 0.0
-    for name, ms in operation_times(trace_dir).items():
+    kept = []
+    for name, thread, start, end in xla_events(trace_dir):
+        ms = (end - start) / 1e9
         if name in NOT_OPERATIONS or name.startswith("end: ") or instructions.get(name, ("",))[0] == "call":
             continue  # a `call` only wraps instructions that have their own events
         if name not in instructions:
@@ -147,8 +196,12 @@ def profile(model, batch, steps, dump_dir):
         opcode, op_names = instructions[name]
         by_category[categorize(name, opcode, op_names)] += ms / steps
         by_operation[name] += ms / steps
+        kept.append((name, thread, start, end))
+    overlapped, busy = concurrency(kept)
     shutil.rmtree(trace_dir, ignore_errors=True)
-    return wall, by_category, by_operation, unattributed
+    return {"wall": wall, "categories": by_category, "operations": by_operation,
+            "overlapped": {name: ps / 1e9 / steps for name, ps in overlapped.items()},
+            "busy": busy / 1e9 / steps, "unattributed": unattributed}
 
 
 def main(argv=None):
@@ -168,24 +221,28 @@ def main(argv=None):
     keras.utils.set_random_seed(0)
     model = ours(c) if args.model == "ours" else keras_hub_model(c)
     try:
-        wall, by_category, by_operation, unattributed = profile(model, random_batch(c), args.steps, dump_dir)
+        found = profile(model, random_batch(c), args.steps, dump_dir)
     finally:
         shutil.rmtree(dump_dir, ignore_errors=True)
+    by_category, by_operation = found["categories"], found["operations"]
     total = sum(by_category.values())
-    print(f"{args.model}: {wall:.1f} ms a step (wall clock, {args.steps} profiled steps), "
-          f"{total:.1f} ms of XLA operations a step (summed over threads; {unattributed:.2f} ms of "
-          f"other events on XLA's threads left out)\n")
+    print(f"{args.model}: {found['wall']:.1f} ms a step (wall clock, {args.steps} profiled steps), "
+          f"{total:.1f} ms of XLA operations a step (summed over threads; {found['unattributed']:.2f} ms of "
+          f"other events on XLA's threads left out); at least one operation running during "
+          f"{found['busy']:.1f} ms a step, {total / found['busy']:.2f} at a time on average\n")
     print(f"{'category':16s} {'ms/step':>9s} {'share':>7s}")
     for category, ms in sorted(by_category.items(), key=lambda item: -item[1]):
         print(f"{category:16s} {ms:9.2f} {ms / total:7.1%}")
-    print(f"\nthe {args.top} most costly operations:")
-    for name, ms in by_operation.most_common(args.top):
-        print(f"  {ms:7.2f} ms  {name}")
-    result = {"model": args.model, "config": c, "steps": args.steps, "wall_ms_per_step": wall,
-              "operations_ms_per_step": total,
-              "unattributed_ms_per_step": unattributed, "categories_ms_per_step": by_category,
+    print(f"\nthe {args.top} most costly operations (and the part of their time another thread's ran too):")
+    top = by_operation.most_common(args.top)
+    for name, ms in top:
+        print(f"  {ms:7.2f} ms  {found['overlapped'].get(name, 0.0) / ms:5.0%} overlapped  {name}")
+    result = {"model": args.model, "config": c, "steps": args.steps, "wall_ms_per_step": found["wall"],
+              "operations_ms_per_step": total, "busy_ms_per_step": found["busy"],
+              "unattributed_ms_per_step": found["unattributed"], "categories_ms_per_step": by_category,
               "shares": {k: v / total for k, v in by_category.items()},
-              "top_operations_ms_per_step": dict(by_operation.most_common(args.top))}
+              "top_operations_ms_per_step": dict(top),
+              "top_operations_overlapped_ms_per_step": {name: found["overlapped"].get(name, 0.0) for name, _ in top}}
     write_json(args.json, result)
     return result
 

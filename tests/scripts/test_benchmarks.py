@@ -81,6 +81,24 @@ def test_profile_attributes_the_step_to_categories(tmp_path):
     assert result["categories_ms_per_step"]["matrix products"] > 0
     assert result["categories_ms_per_step"]["optimizer"] > 0
     assert result["unattributed_ms_per_step"] < 0.5 * result["operations_ms_per_step"]
+    # Operations run at least one at a time, at most all at once; overlaps fit in their operations.
+    assert 0 < result["busy_ms_per_step"] <= result["operations_ms_per_step"] + 1e-9
+    for name, overlapped in result["top_operations_overlapped_ms_per_step"].items():
+        assert 0 <= overlapped <= result["top_operations_ms_per_step"][name] + 1e-9
+
+
+def test_profile_concurrency_of_hand_made_events():
+    events = [
+        ("A", 1, 0, 10),  # thread 1
+        ("B", 2, 5, 15),  # thread 2: with A over [5, 10), with C over [10, 12)
+        ("C", 1, 10, 12),  # thread 1, right after A
+        ("D", 1, 20, 30),  # later, alone
+        ("D", 2, 25, 40),  # the same operation on thread 2: overlaps the first over [25, 30)
+    ]
+    overlapped, busy = profile_training.concurrency(events)
+    assert dict(overlapped) == {"A": 5, "B": 7, "C": 2, "D": 10}
+    assert busy == 15 + 20  # [0, 15) and [20, 40)
+    assert profile_training.concurrency([("E", 1, 3, 3)]) == ({}, 0)  # empty events count for nothing
 
 
 def test_profile_categories_of_hand_written_instructions():
