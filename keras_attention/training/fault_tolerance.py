@@ -11,6 +11,7 @@ it was missing, then runs the remaining epochs.
 
 import csv
 import json
+import math
 import os
 import shutil
 
@@ -126,6 +127,7 @@ def fit_resumable(model, dataset, epochs, steps_per_epoch, backup, callbacks=(),
     Returns:
         A dict like `History.history`, for the epochs run by this call.
     """
+    check_backup_fits(backup, epochs, steps_per_epoch)
     epoch, offset = divmod(backup.completed_steps, steps_per_epoch)
     callbacks = [*callbacks, backup]  # last: an epoch counts as done once all else has run
     history = {}
@@ -146,6 +148,20 @@ def fit_resumable(model, dataset, epochs, steps_per_epoch, backup, callbacks=(),
         epoch += 1
     run(dataset, epoch, epochs)
     return history
+
+
+def check_backup_fits(backup, epochs, steps_per_epoch):
+    """Raise `ValueError` if `backup` already holds more steps than `epochs` epochs have.
+
+    Such a run would train nothing and report the longer run as the shorter
+    one; the message says how many epochs the backup holds.
+    """
+    if backup.completed_steps > epochs * steps_per_epoch:
+        raise ValueError(
+            f"The backup in {backup.backup_dir!r} holds {backup.completed_steps} training steps "
+            f"({backup.completed_steps / steps_per_epoch:g} epochs of {steps_per_epoch} steps), more than "
+            f"epochs={epochs} asks for. Ask for at least {math.ceil(backup.completed_steps / steps_per_epoch)} "
+            "epochs, or remove the backup folder to train from the start.")
 
 
 def read_csv_history(path):

@@ -6,7 +6,6 @@ reads like a script, top to bottom; each step prints what it did.
 
 import dataclasses
 import json
-import math
 import os
 import time
 
@@ -20,7 +19,12 @@ from keras_attention.training import distribution
 from keras_attention.training.callbacks import BleuCallback, EpochCheckpoints, EpochTimer
 from keras_attention.training.distribution import get_strategy, set_precision
 from keras_attention.training.evaluation import evaluate_bleu
-from keras_attention.training.fault_tolerance import ResumableBackup, fit_resumable, read_csv_history
+from keras_attention.training.fault_tolerance import (
+    ResumableBackup,
+    check_backup_fits,
+    fit_resumable,
+    read_csv_history,
+)
 from keras_attention.training.losses import MaskedSparseCrossEntropy
 from keras_attention.training.metrics import MaskedTokenAccuracy
 from keras_attention.training.optimizers import Adam
@@ -238,17 +242,13 @@ def train(config, verbose=1):
         if getattr(strategy, "cluster_resolver", None) is not None:
             distribution.adapt_to_multi_worker(model, next(iter(train_ds)))
 
-    translator = Translator(model, source_tok, target_tok, config.max_length, config.max_length)
-    translator.save(os.path.join(output_dir, "translator"))  # early too: evaluators need the vocabularies
     backup = ResumableBackup(os.path.join(output_dir, "backup"), save_freq=config.backup_every_steps or "epoch")
     backup.set_model(model)
     resumed_from = backup.restore()
-    if resumed_from > config.epochs * steps_per_epoch:
-        raise ValueError(
-            f"The backup in {backup.backup_dir!r} holds {resumed_from} training steps "
-            f"({resumed_from / steps_per_epoch:g} epochs of {steps_per_epoch} steps), more than "
-            f"epochs={config.epochs} asks for. Ask for at least {math.ceil(resumed_from / steps_per_epoch)} "
-            "epochs, or remove the backup folder to train from the start.")
+    check_backup_fits(backup, config.epochs, steps_per_epoch)  # before anything is written
+    translator = Translator(model, source_tok, target_tok, config.max_length, config.max_length)
+    # Early too (evaluators need the vocabularies); after the restore, so a resumed run's copy is its latest state.
+    translator.save(os.path.join(output_dir, "translator"))
     callbacks = []  # BLEU first, so that the CSV log has its scores
     if valid_pairs is not None and config.bleu_sample:
         sample = [(s.decode(), t.decode()) for s, t in valid_pairs.take(config.bleu_sample).as_numpy_iterator()]

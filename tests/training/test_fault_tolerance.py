@@ -87,6 +87,19 @@ def test_backup_at_an_epoch_end_starts_the_next_epoch(tmp_path):
     assert len(history["loss"]) == EPOCHS - 1 and int(again.optimizer.iterations) == EPOCHS * STEPS
 
 
+def test_fit_resumable_refuses_fewer_epochs_than_the_backup_holds(tmp_path):
+    model = _model()
+    backup = ResumableBackup(str(tmp_path / "backup"))
+    backup.set_model(model)
+    fit_resumable(model, _data(), 2, STEPS, backup, verbose=0)
+    weights = [w.copy() for w in model.get_weights()]
+    with pytest.raises(ValueError, match=f"holds {2 * STEPS} training steps .*epochs=1 .*at least 2"):
+        fit_resumable(model, _data(), 1, STEPS, backup, verbose=0)
+    for before, after in zip(weights, model.get_weights()):
+        np.testing.assert_array_equal(before, after)  # nothing trained
+    assert len(fit_resumable(model, _data(), 2, STEPS, backup, verbose=0)) == 0  # exactly done: nothing to run
+
+
 def test_backup_checks_save_freq(tmp_path):
     for bad in (0, -3, 2.5, True, "step"):
         with pytest.raises(ValueError, match="save_freq"):
@@ -200,3 +213,4 @@ def test_cli_keep_backup_extends_a_finished_run_with_more_epochs(tmp_path):
     assert f"holds {2 * steps_per_epoch} training steps" in log and "epochs=1" in log
     assert "Traceback" not in log
     assert json.loads((output / "backup" / "training_metadata.json").read_text())["completed_steps"] == 2 * steps_per_epoch
+    assert _iterations(output / "translator") == 2 * steps_per_epoch  # the finished run's translator is intact
