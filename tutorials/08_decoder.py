@@ -142,8 +142,11 @@ print("expected:      ", [tokens[i] for i in target_out[0, :n].numpy()])
 # every new word would redo all the previous positions; instead the decoder blocks
 # keep a **cache** of the keys and values of the positions already seen, and each step
 # computes only the new position. Thanks to the causal mask this gives exactly the
-# numbers of the parallel pass. Below, a small Transformer over the real batch:
-# all positions at once, then step by step with `decode_step`.
+# numbers of the parallel pass. Each block's cache is a pair: the keys, stored as
+# (batch, heads, key_dim, positions), and the values, (batch, heads, positions,
+# key_dim), the layouts in which the two attention products read them without
+# rearranging the whole cache at every step. Below, a small Transformer over the real
+# batch: all positions at once, then step by step with `decode_step`.
 
 # %%
 model = models.Transformer(
@@ -160,8 +163,8 @@ for t in range(tgt.shape[1]):
     steps.append(step_logits.numpy())
 stepwise = np.stack(steps, axis=1)
 print("parallel:", parallel.shape, " step by step:", stepwise.shape,
-      " self-attention cache of block 0:", tuple(state["self_cache"][0].shape),
-      " (batch, keys/values, positions, heads, key_dim)")
+      " self-attention cache of block 0: keys", tuple(state["self_cache"][0][0].shape),
+      "values", tuple(state["self_cache"][0][1].shape))
 real = (tgt.numpy() != 0)
 print("max |parallel - step by step| on real positions:", np.abs(parallel - stepwise)[real].max())
 

@@ -86,6 +86,7 @@ def scaled_dot_product_attention(
     training=False,
     seed=None,
     scale=None,
+    cache_layout=False,
 ):
     """Scaled dot-product attention, softmax(Q K^T / sqrt(d_k)) V.
 
@@ -108,6 +109,12 @@ def scaled_dot_product_attention(
         seed: int or `keras.random.SeedGenerator` for the dropout.
         scale: optional float. The factor applied to the logits. Defaults to
             `1 / sqrt(d_k)`.
+        cache_layout: bool. With rank 4 inputs, `key` is `(B, N, d_k, T_k)`
+            and `value` `(B, N, T_k, d_v)` instead of `(B, T_k, N, d)`: the
+            layout of `MultiHeadAttention`'s decoding cache, in which both
+            products read their operand as it is stored (in the other layout
+            XLA copies the whole cache into this one at every step).
+            Defaults to False.
 
     Returns:
         `(output, weights)`: `output` has the query's layout with `d_v` features;
@@ -129,22 +136,30 @@ def scaled_dot_product_attention(
             f"(B, T, N, d). Received: query.shape={tuple(query.shape)}, "
             f"key.shape={tuple(key.shape)}, value.shape={tuple(value.shape)}"
         )
-    if query.shape[-1] is not None and key.shape[-1] is not None:
-        if query.shape[-1] != key.shape[-1]:
+    key_depth = key.shape[2] if cache_layout else key.shape[-1]
+    if query.shape[-1] is not None and key_depth is not None:
+        if query.shape[-1] != key_depth:
             raise ValueError(
-                "`query` and `key` must have the same last dimension d_k. "
+                "`query` and `key` must have the same depth d_k (their last axis; a key's axis 2 with "
+                "`cache_layout=True`). "
                 f"Received: query.shape={tuple(query.shape)}, "
                 f"key.shape={tuple(key.shape)}"
             )
+    if cache_layout and rank != 4:
+        raise ValueError(
+            "`cache_layout=True` needs a rank 4 query (B, T_q, N, d_k), key (B, N, d_k, T_k) and value "
+            f"(B, N, T_k, d_v). Received: query.shape={tuple(query.shape)}"
+        )
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
     query = ops.multiply(query, ops.cast(scale, query.dtype))
+    k_axes, v_axes = ("bndk", "bnkd") if cache_layout else ("bknd", "bknd")  # rank 4
     if rank == 3:
         scores = ops.einsum("bqd,bkd->bqk", query, key)  # (B, T_q, T_k)
     else:
-        scores = ops.einsum("bqnd,bknd->bnqk", query, key)  # (B, N, T_q, T_k)
+        scores = ops.einsum(f"bqnd,{k_axes}->bnqk", query, key)  # (B, N, T_q, T_k)
         if mask is not None and len(mask.shape) == 3:
             mask = ops.expand_dims(mask, 1)  # (B, 1, T_q, T_k): shared by heads
     # The softmax, with its normalisation deferred: the output is
@@ -167,13 +182,13 @@ def scaled_dot_product_attention(
             dropped = fast_dropout(weights, dropout, seed)
         else:
             dropped = keras.random.dropout(weights, dropout, seed=seed)
-        equation = "bqk,bkd->bqd" if rank == 3 else "bnqk,bknd->bqnd"
+        equation = "bqk,bkd->bqd" if rank == 3 else f"bnqk,{v_axes}->bqnd"
         output = ops.einsum(equation, dropped, value)  # (B, T_q, [N,] d_v)
     elif rank == 3:
         output = ops.einsum("bqk,bkd->bqd", ops.cast(unnormalised, dtype), value)  # (B, T_q, d_v)
         output = output / ops.cast(total, dtype)
     else:
-        output = ops.einsum("bnqk,bknd->bqnd", ops.cast(unnormalised, dtype), value)  # (B, T_q, N, d_v)
+        output = ops.einsum(f"bnqk,{v_axes}->bqnd", ops.cast(unnormalised, dtype), value)  # (B, T_q, N, d_v)
         output = output / ops.cast(ops.transpose(total, (0, 2, 1, 3)), dtype)  # total as (B, T_q, N, 1)
     return output, weights
 

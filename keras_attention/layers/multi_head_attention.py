@@ -7,6 +7,11 @@ from keras_attention.layers import attention_ops
 from keras_attention.layers.validation import check_positive_int, check_rate
 
 
+def to_cache_layout(keys, values):
+    """`(B, T, N, H)` keys and values -> the cache's `(B, N, H, T)` keys and `(B, N, T, H)` values."""
+    return ops.transpose(keys, (0, 2, 3, 1)), ops.transpose(values, (0, 2, 1, 3))
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head scaled dot-product attention with an optional key/value cache.
@@ -29,8 +34,9 @@ class MultiHeadAttention(keras.layers.Layer):
     `(B, T_q, T_k)`, and `use_causal_mask=True` lets query `i` see keys `j <= i`
     only. All masks are combined with a logical AND.
 
-    Incremental decoding: pass a `cache` of shape `(B, 2, T_max, N, H)` (keys
-    and values stacked on axis 1, see `init_cache`) and `cache_update_index`,
+    Incremental decoding: pass a `cache`, a pair of keys `(B, N, H, T_max)`
+    and values `(B, N, T_max, H)` (see `init_cache`; the layout in which both
+    attention products read them as stored), and `cache_update_index`,
     the position of the first new token. The layer writes the new tokens' keys
     and values into the cache, attends over it and returns the updated cache;
     with `use_causal_mask=True` the causal mask is offset by the index, so a
@@ -61,7 +67,7 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_mask: boolean `(B, T_q, T_v)`, True where attention is allowed.
         use_causal_mask: bool. Apply a causal (lower-triangular) mask.
         return_attention_scores: bool. Also return the weights `(B, N, T_q, T_v)`.
-        cache: `(B, 2, T_max, N, H)` key/value cache, or None.
+        cache: a `(keys (B, N, H, T_max), values (B, N, T_max, H))` pair, or None.
         cache_update_index: int or scalar int tensor, where the new keys and
             values go in `cache`; None to read the cache without updating it.
         training: bool. Whether dropout is active.
@@ -166,21 +172,25 @@ class MultiHeadAttention(keras.layers.Layer):
             value: `(B, T_v, d_v)`. key: `(B, T_v, d_k)`, defaults to `value`.
 
         Returns:
-            `(B, 2, T_v, N, H)`: the projected keys and values, to pass as
-            `cache` (with `cache_update_index=None`) at every decoding step.
+            `(keys (B, N, H, T_v), values (B, N, T_v, H))`, projected, to
+            pass as `cache` (with `cache_update_index=None`) at every
+            decoding step.
         """
         key = value if key is None else key
         if not self.built:
             self.build(ops.shape(value), ops.shape(value), ops.shape(key))
         k = self._project(key, self.key_kernel, self.key_bias)
         v = self._project(value, self.value_kernel, self.value_bias)
-        return ops.stack([k, v], axis=1)  # (B, 2, T_v, N, H)
+        return to_cache_layout(k, v)
 
     def init_cache(self, batch_size, max_length, dtype=None):
-        """An all-zero self-attention cache `(B, 2, max_length, N, H)`."""
+        """An all-zero self-attention cache: keys `(B, N, H, max_length)`, values `(B, N, max_length, H)`."""
         self._check_cacheable()
-        shape = (batch_size, 2, max_length, self.num_heads, self.key_dim)
-        return ops.zeros(shape, dtype=dtype or self.compute_dtype)
+        dtype = dtype or self.compute_dtype
+        return (
+            ops.zeros((batch_size, self.num_heads, self.key_dim, max_length), dtype=dtype),
+            ops.zeros((batch_size, self.num_heads, max_length, self.key_dim), dtype=dtype),
+        )
 
     def _check_cacheable(self):
         if self.value_dim != self.key_dim:
@@ -218,15 +228,15 @@ class MultiHeadAttention(keras.layers.Layer):
             k = self._project(key, self.key_kernel, self.key_bias)  # (B, T_k, N, H)
             v = self._project(value, self.value_kernel, self.value_bias)  # (B, T_k, N, Hv)
         elif cache_update_index is None:
-            k, v = cache[:, 0], cache[:, 1]  # (B, T_k, N, H) each, precomputed
+            k, v = cache  # (B, N, H, T_k), (B, N, T_k, H), precomputed
         else:
             self._check_cacheable()
             new_k = self._project(key, self.key_kernel, self.key_bias)  # (B, T_new, N, H)
             new_v = self._project(value, self.value_kernel, self.value_bias)  # (B, T_new, N, H)
-            update = ops.stack([new_k, new_v], axis=1)  # (B, 2, T_new, N, H)
-            start = [0, 0, cache_update_index, 0, 0]
-            cache = ops.slice_update(cache, start, ops.cast(update, cache.dtype))
-            k, v = cache[:, 0], cache[:, 1]  # (B, T_max, N, H)
+            new_k, new_v = to_cache_layout(new_k, new_v)  # (B, N, H, T_new), (B, N, T_new, H)
+            k = ops.slice_update(cache[0], [0, 0, 0, cache_update_index], ops.cast(new_k, cache[0].dtype))
+            v = ops.slice_update(cache[1], [0, 0, cache_update_index, 0], ops.cast(new_v, cache[1].dtype))
+            cache = (k, v)  # (B, N, H, T_max), (B, N, T_max, H)
             offset = cache_update_index
             # The padding masks describe the new tokens only; the cache slots
             # beyond them are hidden by the causal mask.
@@ -238,7 +248,7 @@ class MultiHeadAttention(keras.layers.Layer):
             attention_ops.padding_to_attention_mask(query_mask, value_mask),
             None if key_mask is None else ops.expand_dims(ops.cast(key_mask, "bool"), -2),
             attention_mask,
-            attention_ops.causal_mask(ops.shape(q)[1], ops.shape(k)[1], offset)
+            attention_ops.causal_mask(ops.shape(q)[1], ops.shape(k)[-1 if cache is not None else 1], offset)
             if use_causal_mask
             else None,
         )
@@ -251,6 +261,7 @@ class MultiHeadAttention(keras.layers.Layer):
             dropout=self.dropout,
             training=training,
             seed=self.seed_generator,
+            cache_layout=cache is not None,
         )  # context (B, T_q, N, Hv), scores (B, N, T_q, T_k)
 
         n, hv, out_dim = self.output_kernel.shape

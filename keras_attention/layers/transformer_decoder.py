@@ -50,9 +50,9 @@ class TransformerDecoder(TransformerBlock):
             or the cache length while decoding); combined with the causal
             and padding masks by a logical AND. Beam search uses it to let each
             hypothesis read only its own prefix in a cache shared by the beam.
-        self_attention_cache: `(B, 2, T_max, N, d_model / N)` or None.
+        self_attention_cache: a `(keys, values)` pair from `init_self_attention_cache`, or None.
         self_attention_cache_update_index: int or scalar int tensor.
-        cross_attention_cache: `(B, 2, S, N, d_model / N)` or None.
+        cross_attention_cache: a `(keys, values)` pair from `compute_cross_attention_cache`, or None.
         use_causal_mask: bool. Defaults to True.
         return_attention_scores: bool. Also return the cross-attention
             weights `(B, N, T, S)` (for alignment plots).
@@ -89,11 +89,11 @@ class TransformerDecoder(TransformerBlock):
         self.built = True
 
     def init_self_attention_cache(self, batch_size, max_length, dtype=None):
-        """An empty `(B, 2, max_length, N, H)` cache for step-by-step decoding."""
+        """An empty cache for step-by-step decoding: keys `(B, N, H, max_length)`, values `(B, N, max_length, H)`."""
         return self.self_attention.init_cache(batch_size, max_length, dtype)
 
     def compute_cross_attention_cache(self, encoder_sequence):
-        """Keys and values of the encoder output, `(B, 2, S, N, H)`, computed once."""
+        """Keys `(B, N, H, S)` and values `(B, N, S, H)` of the encoder output, computed once."""
         if self.cross_attention is None:
             raise ValueError("This decoder block was built without cross-attention.")
         return self.cross_attention.compute_cache(encoder_sequence)

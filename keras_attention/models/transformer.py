@@ -236,8 +236,8 @@ class Transformer(keras.Model):
         return {
             "encoder_output": encoder_output,
             "source_mask": source_mask,
-            "self_cache": tuple(self_caches),  # L x (B, 2, T_max, N, H)
-            "cross_cache": tuple(cross_caches),  # L x (B, 2, S, N, H)
+            "self_cache": tuple(self_caches),  # L x ((B, N, H, T_max), (B, N, T_max, H))
+            "cross_cache": tuple(cross_caches),  # L x ((B, N, H, S), (B, N, S, H))
         }
 
     def init_beam_state(self, source_ids, max_length, beam_size):
@@ -246,7 +246,7 @@ class Transformer(keras.Model):
         Unlike repeating `init_decoding_state` K times, the source side is kept
         once per row (encoder output and cross-attention keys and values,
         `(B, ...)`), and each block's self-attention cache is shared by the
-        row's K hypotheses: `(B, 2, max_length * K, N, H)`, position-major
+        row's K hypotheses (`max_length * K` positions), position-major
         (slot `j * K + k` holds the key of position `j` written by beam slot
         `k`). `history` `(B, K, max_length)` says, for each hypothesis and
         position, which beam slot's key it reads there (-1: not written yet).
@@ -263,7 +263,7 @@ class Transformer(keras.Model):
             "self_cache": tuple(
                 block.init_self_attention_cache(batch, max_length * beam_size, self.compute_dtype)
                 for block in self.decoder_blocks
-            ),  # L x (B, 2, T_max * K, N, H)
+            ),  # L x ((B, N, H, T_max * K), (B, N, T_max * K, H))
             "cross_cache": tuple(block.compute_cross_attention_cache(encoder_output) for block in self.decoder_blocks),
             "history": ops.full((batch, beam_size, max_length), -1, "int32"),  # (B, K, T_max)
         }

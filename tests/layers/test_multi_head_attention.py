@@ -199,7 +199,36 @@ def test_cache_prefix_then_steps_and_cross_attention_cache():
     cross = layer.compute_cache(enc)
     out, same = layer(x, enc, cache=cross)
     np.testing.assert_allclose(_np(out), _np(layer(x, enc)), atol=1e-5)
-    assert same is cross
+    assert len(same) == 2 and all(a is b for a, b in zip(same, cross))  # read, not rewritten
+
+
+def test_cache_holds_the_projected_keys_and_values_in_the_cache_layout():
+    layer = MultiHeadAttention(2, 4)
+    x, enc = _randn(2, 5, 8), _randn(2, 7, 8)
+    layer(x, enc)
+    keys, values = layer.compute_cache(enc)
+    # NumPy: (B, S, d) x (d, N, H) + (N, H) -> (B, S, N, H); the cache has keys (B, N, H, S), values (B, N, S, H).
+    k = np.einsum("bsd,dnh->bsnh", _np(enc), _np(layer.key_kernel)) + _np(layer.key_bias)
+    v = np.einsum("bsd,dnh->bsnh", _np(enc), _np(layer.value_kernel)) + _np(layer.value_bias)
+    np.testing.assert_allclose(_np(keys), k.transpose(0, 2, 3, 1), atol=1e-5)
+    np.testing.assert_allclose(_np(values), v.transpose(0, 2, 1, 3), atol=1e-5)
+    empty_keys, empty_values = layer.init_cache(3, 6)
+    assert tuple(empty_keys.shape) == (3, 2, 4, 6) and tuple(empty_values.shape) == (3, 2, 6, 4)
+
+
+def test_cache_layout_gives_the_same_attention():
+    q, k, v = _randn(2, 3, 2, 4), _randn(2, 5, 2, 4), _randn(2, 5, 2, 4)  # (B, T, N, H)
+    mask = np.tril(np.ones((3, 5), bool), 2)
+    out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    out_c, weights_c = scaled_dot_product_attention(
+        q, np.transpose(k, (0, 2, 3, 1)), np.transpose(v, (0, 2, 1, 3)), mask=mask, cache_layout=True
+    )
+    np.testing.assert_allclose(_np(out_c), _np(out), atol=1e-6)
+    np.testing.assert_allclose(_np(weights_c), _np(weights), atol=1e-6)
+    with pytest.raises(ValueError, match="cache_layout=True. needs a rank 4"):
+        scaled_dot_product_attention(_randn(2, 3, 4), _randn(2, 3, 4), _randn(2, 3, 4), cache_layout=True)
+    with pytest.raises(ValueError, match="same depth d_k"):
+        scaled_dot_product_attention(q, np.transpose(_randn(2, 5, 2, 3), (0, 2, 3, 1)), v, cache_layout=True)
 
 
 def test_dropout_only_in_training():
@@ -252,7 +281,7 @@ def test_bad_ranks_and_shapes():
         layer(_randn(3, 8), _randn(3, 5, 8))
     with pytest.raises(ValueError, match="rank 3"):
         scaled_dot_product_attention(_randn(2, 3), _randn(2, 3), _randn(2, 3))
-    with pytest.raises(ValueError, match="same last dimension"):
+    with pytest.raises(ValueError, match="same depth d_k"):
         scaled_dot_product_attention(_randn(2, 3, 4), _randn(2, 3, 5), _randn(2, 3, 5))
     with pytest.raises(ValueError, match="value_dim=3"):
         MultiHeadAttention(2, 4, value_dim=3).init_cache(1, 4)

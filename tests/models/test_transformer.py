@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 
@@ -125,8 +126,8 @@ def test_beam_layout_equals_repeated_and_gathered_state(normalize_first):
         shared = model.reorder_beam_state(shared, parents)
         tokens = rng.integers(1, 50, size=(batch * beam,)).astype("int32")
     # The source side is kept once per row, not once per hypothesis.
-    assert tuple(shared["cross_cache"][0].shape)[0] == batch and tuple(shared["encoder_output"].shape)[0] == batch
+    assert tuple(shared["cross_cache"][0][0].shape)[0] == batch and tuple(shared["encoder_output"].shape)[0] == batch
 
 
 def _map(fn, structure):
-    return tuple(fn(t) for t in structure) if isinstance(structure, tuple) else fn(structure)
+    return keras.tree.map_structure(fn, structure)
