@@ -31,6 +31,7 @@ category's share is therefore an upper bound of what removing it could save.
 import argparse
 import collections
 import glob
+import math
 import os
 import re
 import shutil
@@ -73,19 +74,39 @@ def categorize(instruction, opcode, op_names):
     return "elementwise"
 
 
-def read_hlo_instructions(dump_dir):
-    """{instruction name: (opcode, TF op names)} of the largest compiled training step in `dump_dir`.
-
-    A fusion's TF op names are those of the instructions inside its fused
-    computation, as XLA keeps metadata there.
-    """
+def training_step_module(dump_dir):
+    """The text of the largest optimised training-step module XLA dumped in `dump_dir`."""
     modules = glob.glob(os.path.join(dump_dir, "*step_on*cpu_after_optimizations.txt"))
     if not modules:
         raise FileNotFoundError(
             f"XLA wrote no optimised training-step module to {dump_dir!r}. XLA reads its flags once per "
             "process, at its first compilation: run this script in a fresh Python process.")
     with open(max(modules, key=os.path.getsize), encoding="utf-8") as f:
-        text = f.read()
+        return f.read()
+
+
+def dot_flops(text):
+    """{instruction name: floating-point operations} of every `dot` in an optimised HLO module's text.
+
+    A dot's FLOPs are 2 x (output elements) x (product of the left operand's
+    contracting dimensions): one multiply and one add per term.
+    """
+    shapes = {name: [int(d) for d in dims.split(",") if d]
+              for name, dims in re.findall(r"%([\w.\-]+) = \w+\[([\d,]*)\]", text)}
+    flops = {}
+    pattern = r"%([\w.\-]+) = \w+\[([\d,]*)\]\S* dot\(%([\w.\-]+),[^\n]*?lhs_contracting_dims=\{([\d,]*)\}"
+    for name, dims, lhs, contracting in re.findall(pattern, text):
+        terms = math.prod(shapes[lhs][int(i)] for i in contracting.split(",") if i)
+        flops[name] = 2 * math.prod(int(d) for d in dims.split(",") if d) * terms
+    return flops
+
+
+def read_hlo_instructions(text):
+    """{instruction name: (opcode, TF op names)} of an optimised HLO module's text.
+
+    A fusion's TF op names are those of the instructions inside its fused
+    computation, as XLA keeps metadata there.
+    """
     computations = {}  # name -> op names of its instructions, and of the computations they call
     for block in re.finditer(r"^%?([\w.\-]+) [^\n]*\{\n(.*?)\n\}", text, re.S | re.M):
         body = block.group(2)
@@ -170,7 +191,8 @@ def profile(model, batch, steps, dump_dir):
         ({operation: ms per step during which another thread's operation
         ran too}), `busy` (ms per step during which at least one operation
         ran), `unattributed` (ms per step of worker-thread events that match
-        no instruction of the training step, which should be near zero).
+        no instruction of the training step, which should be near zero),
+        `flops` ({dot instruction: FLOPs per step}).
     """
     model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=MaskedSparseCrossEntropy(), jit_compile=True)
     data = tf.data.Dataset.from_tensors(batch).repeat()
@@ -181,7 +203,8 @@ def profile(model, batch, steps, dump_dir):
     model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
     wall = (time.perf_counter() - started) / steps * 1e3
     tf.profiler.experimental.stop()
-    instructions = read_hlo_instructions(dump_dir)
+    module = training_step_module(dump_dir)
+    instructions = read_hlo_instructions(module)
     by_category = dict.fromkeys(CATEGORIES, 0.0)
     by_operation = collections.Counter()
     unattributed = 0.0
@@ -199,7 +222,7 @@ def profile(model, batch, steps, dump_dir):
         kept.append((name, thread, start, end))
     overlapped, busy = concurrency(kept)
     shutil.rmtree(trace_dir, ignore_errors=True)
-    return {"wall": wall, "categories": by_category, "operations": by_operation,
+    return {"wall": wall, "categories": by_category, "operations": by_operation, "flops": dot_flops(module),
             "overlapped": {name: ps / 1e9 / steps for name, ps in overlapped.items()},
             "busy": busy / 1e9 / steps, "unattributed": unattributed}
 
@@ -233,16 +256,20 @@ def main(argv=None):
     print(f"{'category':16s} {'ms/step':>9s} {'share':>7s}")
     for category, ms in sorted(by_category.items(), key=lambda item: -item[1]):
         print(f"{category:16s} {ms:9.2f} {ms / total:7.1%}")
-    print(f"\nthe {args.top} most costly operations (and the part of their time another thread's ran too):")
+    print(f"\nthe {args.top} most costly operations (the part of their time another thread's ran too; "
+          "for matrix products, GFLOP/s over the operation's time):")
     top = by_operation.most_common(args.top)
+    rates = {name: found["flops"][name] / ms / 1e6 for name, ms in top if name in found["flops"]}
     for name, ms in top:
-        print(f"  {ms:7.2f} ms  {found['overlapped'].get(name, 0.0) / ms:5.0%} overlapped  {name}")
+        rate = f"{rates[name]:7.1f} GFLOP/s" if name in rates else " " * 15
+        print(f"  {ms:7.2f} ms  {found['overlapped'].get(name, 0.0) / ms:5.0%} overlapped  {rate}  {name}")
     result = {"model": args.model, "config": c, "steps": args.steps, "wall_ms_per_step": found["wall"],
               "operations_ms_per_step": total, "busy_ms_per_step": found["busy"],
               "unattributed_ms_per_step": found["unattributed"], "categories_ms_per_step": by_category,
               "shares": {k: v / total for k, v in by_category.items()},
               "top_operations_ms_per_step": dict(top),
-              "top_operations_overlapped_ms_per_step": {name: found["overlapped"].get(name, 0.0) for name, _ in top}}
+              "top_operations_overlapped_ms_per_step": {name: found["overlapped"].get(name, 0.0) for name, _ in top},
+              "top_operations_gflops": rates}
     write_json(args.json, result)
     return result
 

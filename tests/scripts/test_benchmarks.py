@@ -85,6 +85,7 @@ def test_profile_attributes_the_step_to_categories(tmp_path):
     assert 0 < result["busy_ms_per_step"] <= result["operations_ms_per_step"] + 1e-9
     for name, overlapped in result["top_operations_overlapped_ms_per_step"].items():
         assert 0 <= overlapped <= result["top_operations_ms_per_step"][name] + 1e-9
+    assert all(rate > 0 for rate in result["top_operations_gflops"].values())
 
 
 def test_profile_concurrency_of_hand_made_events():
@@ -99,6 +100,20 @@ def test_profile_concurrency_of_hand_made_events():
     assert dict(overlapped) == {"A": 5, "B": 7, "C": 2, "D": 10}
     assert busy == 15 + 20  # [0, 15) and [20, 40)
     assert profile_training.concurrency([("E", 1, 3, 3)]) == ({}, 0)  # empty events count for nothing
+
+
+def test_profile_dot_flops_of_hand_written_hlo():
+    text = """
+  %p0 = f32[6,4]{1,0} parameter(0)
+  %p1 = f32[5,4]{1,0} parameter(1)
+  %dot.1 = f32[6,5]{1,0} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={1}, metadata={op_name="a"}
+  %b = f32[2,3,6,7]{3,2,1,0} parameter(2)
+  %c = f32[2,3,7,4]{3,2,1,0} parameter(3)
+  %MatMul.2 = f32[2,3,6,4]{3,2,1,0} dot(%b, %c), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}
+  %add.3 = f32[6,5]{1,0} add(%dot.1, %dot.1)
+"""
+    # (6 x 4) . (5 x 4)^T: 30 outputs of 4 terms; batched (6 x 7) . (7 x 4) for 2 x 3 batches: 144 outputs of 7.
+    assert profile_training.dot_flops(text) == {"dot.1": 2 * 30 * 4, "MatMul.2": 2 * 144 * 7}
 
 
 def test_profile_categories_of_hand_written_instructions():
