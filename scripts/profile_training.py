@@ -55,7 +55,7 @@ NOT_OPERATIONS = ("ThunkExecutor::Execute", "SlinkyThreadPool::Await")
 def categorize(instruction, opcode, op_names):
     """The category of one optimised-HLO instruction from its name, opcode and TF op names."""
     names = " ".join(op_names).lower()
-    if opcode in ("dot", "convolution") or instruction.startswith(("MatMul", "dot", "convolution", "ynn_fusion")):
+    if opcode in ("dot", "convolution") or instruction.startswith(("MatMul", "dot", "convolution")):
         return "matrix products"
     if "stateless_random" in names or "rng" in instruction:
         return "dropout bits"
@@ -105,11 +105,16 @@ def read_hlo_instructions(text):
     """{instruction name: (opcode, TF op names)} of an optimised HLO module's text.
 
     A fusion's TF op names are those of the instructions inside its fused
-    computation, as XLA keeps metadata there.
+    computation, as XLA keeps metadata there. A fusion around a matrix
+    product (XLA's CPU backend hands some, with their neighbours, to YNNPACK
+    as `ynn_fusion`s, as it does some reductions) gets the opcode "dot".
     """
     computations = {}  # name -> op names of its instructions, and of the computations they call
+    with_products = set()  # computations that hold a dot or a convolution
     for block in re.finditer(r"^%?([\w.\-]+) [^\n]*\{\n(.*?)\n\}", text, re.S | re.M):
         body = block.group(2)
+        if re.search(r" (dot|convolution)\(", body):
+            with_products.add(block.group(1))
         computations[block.group(1)] = (re.findall(r'op_name="([^"]+)"', body)
                                         + re.findall(r"(?:calls|to_apply)=%([\w.\-]+)", body))
     instructions = {}
@@ -120,6 +125,8 @@ def read_hlo_instructions(text):
         for callee in re.findall(r"(?:calls|to_apply)=%([\w.\-]+)", rest):
             # A reduction's computation is named after its TF op ("..._norm_1_moments_variance-reduction").
             op_names += computations.get(callee, []) + [callee]
+        if opcode == "fusion" and any(callee in with_products for callee in re.findall(r"calls=%([\w.\-]+)", rest)):
+            opcode = "dot"
         instructions[name] = (opcode, op_names)
     return instructions
 
@@ -256,6 +263,10 @@ def main(argv=None):
     print(f"{'category':16s} {'ms/step':>9s} {'share':>7s}")
     for category, ms in sorted(by_category.items(), key=lambda item: -item[1]):
         print(f"{category:16s} {ms:9.2f} {ms / total:7.1%}")
+    product_flops = sum(found["flops"].values())  # every dot of the step, each run once a step
+    product_rate = product_flops / by_category["matrix products"] / 1e6
+    print(f"\nmatrix products: {product_flops / 1e9:.1f} GFLOP a step (XLA's dot instructions) in "
+          f"{by_category['matrix products']:.1f} ms summed over threads: {product_rate:.1f} GFLOP/s")
     print(f"\nthe {args.top} most costly operations (the part of their time another thread's ran too; "
           "for matrix products, GFLOP/s over the operation's time):")
     top = by_operation.most_common(args.top)
@@ -269,7 +280,8 @@ def main(argv=None):
               "shares": {k: v / total for k, v in by_category.items()},
               "top_operations_ms_per_step": dict(top),
               "top_operations_overlapped_ms_per_step": {name: found["overlapped"].get(name, 0.0) for name, _ in top},
-              "top_operations_gflops": rates}
+              "top_operations_gflops": rates, "matrix_product_gflop_per_step": product_flops / 1e9,
+              "matrix_product_gflops": product_rate}
     write_json(args.json, result)
     return result
 

@@ -86,6 +86,7 @@ def test_profile_attributes_the_step_to_categories(tmp_path):
     for name, overlapped in result["top_operations_overlapped_ms_per_step"].items():
         assert 0 <= overlapped <= result["top_operations_ms_per_step"][name] + 1e-9
     assert all(rate > 0 for rate in result["top_operations_gflops"].values())
+    assert result["matrix_product_gflop_per_step"] > 0 and result["matrix_product_gflops"] > 0
 
 
 def test_profile_concurrency_of_hand_made_events():
@@ -114,6 +115,28 @@ def test_profile_dot_flops_of_hand_written_hlo():
 """
     # (6 x 4) . (5 x 4)^T: 30 outputs of 4 terms; batched (6 x 7) . (7 x 4) for 2 x 3 batches: 144 outputs of 7.
     assert profile_training.dot_flops(text) == {"dot.1": 2 * 30 * 4, "MatMul.2": 2 * 144 * 7}
+
+
+def test_profile_reads_fusions_around_products_as_products():
+    text = """%fused_computation.1 (param_0: f32[4,8], param_1: f32[8,3]) -> f32[4,3] {
+  %param_0 = f32[4,8]{1,0} parameter(0)
+  %param_1 = f32[8,3]{1,0} parameter(1)
+  ROOT %dot.9 = f32[4,3]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="model/dense/MatMul"}
+}
+
+%fused_computation.2 (param_0.1: f32[4,8]) -> f32[4] {
+  %param_0.1 = f32[4,8]{1,0} parameter(0)
+  ROOT %reduce.1 = f32[4]{0} reduce(%param_0.1, %c), dimensions={1}, to_apply=%max, metadata={op_name="compile_loss/Max"}
+}
+
+ENTRY %main (a: f32[4,8], b: f32[8,3]) -> f32[4,3] {
+  %ynn_fusion = f32[4,3]{1,0} fusion(%a, %b), kind=kCustom, calls=%fused_computation.1
+  %ynn_fusion.1 = f32[4]{0} fusion(%a), kind=kCustom, calls=%fused_computation.2
+}
+"""
+    instructions = profile_training.read_hlo_instructions(text)
+    categories = {name: profile_training.categorize(name, *instructions[name]) for name in ("ynn_fusion", "ynn_fusion.1")}
+    assert categories == {"ynn_fusion": "matrix products", "ynn_fusion.1": "loss"}
 
 
 def test_profile_categories_of_hand_written_instructions():
