@@ -12,6 +12,7 @@ from keras_attention.decoding.common import (
     mask_padding,
     write_column,
 )
+from keras_attention.decoding.top_k import blockwise_top_k
 from keras_attention.layers.validation import check_positive_int
 
 
@@ -135,7 +136,7 @@ def beam_search(
         # A finished hypothesis has one continuation: padding, at no cost.
         per_hypothesis = beam if isinstance(vocab, int) and vocab >= beam else None
         if per_hypothesis:
-            top_logits, token_ids = ops.top_k(logits, per_hypothesis, sorted=True)  # (B, K, K)
+            top_logits, token_ids = blockwise_top_k(logits, per_hypothesis)  # (B, K, K)
             pad_first = ops.where(ops.equal(ops.arange(per_hypothesis), 0), 0.0, NEG_INF)  # (K,)
             step_log_probs = ops.where(finished_rows, pad_first, top_logits - normaliser)
             token_ids = ops.where(finished_rows, 0, token_ids)
