@@ -7,7 +7,7 @@ from keras_attention.layers import attention_ops
 from keras_attention.layers.validation import check_positive_int, check_rate
 
 
-def to_cache_layout(keys, values):
+def _to_cache_layout(keys, values):
     """`(B, T, N, H)` keys and values -> the cache's `(B, N, H, T)` keys and `(B, N, T, H)` values."""
     return ops.transpose(keys, (0, 2, 3, 1)), ops.transpose(values, (0, 2, 1, 3))
 
@@ -181,7 +181,7 @@ class MultiHeadAttention(keras.layers.Layer):
             self.build(ops.shape(value), ops.shape(value), ops.shape(key))
         k = self._project(key, self.key_kernel, self.key_bias)
         v = self._project(value, self.value_kernel, self.value_bias)
-        return to_cache_layout(k, v)
+        return _to_cache_layout(k, v)
 
     def init_cache(self, batch_size, max_length, dtype=None):
         """An all-zero self-attention cache: keys `(B, N, H, max_length)`, values `(B, N, max_length, H)`."""
@@ -191,6 +191,15 @@ class MultiHeadAttention(keras.layers.Layer):
             ops.zeros((batch_size, self.num_heads, self.key_dim, max_length), dtype=dtype),
             ops.zeros((batch_size, self.num_heads, max_length, self.key_dim), dtype=dtype),
         )
+
+    def _check_cache(self, cache):
+        shapes = [tuple(t.shape) for t in cache] if isinstance(cache, (tuple, list)) else None
+        if shapes is None or len(shapes) != 2 or any(len(shape) != 4 for shape in shapes):
+            received = shapes if shapes is not None else f"{type(cache).__name__} of shape {tuple(cache.shape)}"
+            raise ValueError(
+                "`cache` must be a pair: keys (B, N, H, T) and values (B, N, T, H), as `init_cache` and "
+                f"`compute_cache` return them. Received: {received}"
+            )
 
     def _check_cacheable(self):
         if self.value_dim != self.key_dim:
@@ -224,6 +233,8 @@ class MultiHeadAttention(keras.layers.Layer):
         q = self._project(query, self.query_kernel, self.query_bias)  # (B, T_q, N, H)
 
         offset = 0
+        if cache is not None:
+            self._check_cache(cache)
         if cache is None:
             k = self._project(key, self.key_kernel, self.key_bias)  # (B, T_k, N, H)
             v = self._project(value, self.value_kernel, self.value_bias)  # (B, T_k, N, Hv)
@@ -233,7 +244,7 @@ class MultiHeadAttention(keras.layers.Layer):
             self._check_cacheable()
             new_k = self._project(key, self.key_kernel, self.key_bias)  # (B, T_new, N, H)
             new_v = self._project(value, self.value_kernel, self.value_bias)  # (B, T_new, N, H)
-            new_k, new_v = to_cache_layout(new_k, new_v)  # (B, N, H, T_new), (B, N, T_new, H)
+            new_k, new_v = _to_cache_layout(new_k, new_v)  # (B, N, H, T_new), (B, N, T_new, H)
             k = ops.slice_update(cache[0], [0, 0, 0, cache_update_index], ops.cast(new_k, cache[0].dtype))
             v = ops.slice_update(cache[1], [0, 0, cache_update_index, 0], ops.cast(new_v, cache[1].dtype))
             cache = (k, v)  # (B, N, H, T_max), (B, N, T_max, H)

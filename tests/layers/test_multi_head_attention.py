@@ -216,6 +216,18 @@ def test_cache_holds_the_projected_keys_and_values_in_the_cache_layout():
     assert tuple(empty_keys.shape) == (3, 2, 4, 6) and tuple(empty_values.shape) == (3, 2, 6, 4)
 
 
+def test_cache_must_be_a_pair_of_rank_4_tensors():
+    layer = MultiHeadAttention(2, 4)
+    x = _randn(2, 1, 8)
+    layer(x, x)
+    keys, values = layer.init_cache(2, 5)
+    stacked = np.zeros((2, 2, 5, 2, 4), "float32")  # the old (B, 2, T, N, H) layout
+    for bad, text in [(stacked, r"\w+ of shape \(2, 2, 5, 2, 4\)"), ((keys,), r"\[\(2, 2, 4, 5\)\]"),
+                      ((keys, values[0]), r"\[\(2, 2, 4, 5\), \(2, 5, 4\)\]")]:
+        with pytest.raises(ValueError, match="`cache` must be a pair.*Received: " + text):
+            layer(x, x, cache=bad, cache_update_index=0)
+
+
 def test_cache_layout_gives_the_same_attention():
     q, k, v = _randn(2, 3, 2, 4), _randn(2, 5, 2, 4), _randn(2, 5, 2, 4)  # (B, T, N, H)
     mask = np.tril(np.ones((3, 5), bool), 2)
