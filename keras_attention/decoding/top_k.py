@@ -13,9 +13,9 @@ def blockwise_top_k(values, k, block_size=32):
     its block not among them, k other blocks would each hold an entry that
     ranks before it), so the search reads every entry once for the block
     maxima, then ranks only the `k * block_size` entries of those k blocks.
-    On XLA's CPU backend this is several times cheaper than `ops.top_k`
-    over an 8,000-word vocabulary with k = 4, beam search's per-hypothesis
-    step (benchmarks/RESULTS.md, decoding).
+    On XLA's CPU backend this is cheaper than `ops.top_k` over a large
+    vocabulary with a small k, beam search's per-hypothesis step
+    (benchmarks/RESULTS.md, decoding).
     The blocks are searched in index order, so equal entries rank as in
     `ops.top_k`: lower index first. Falls back to `ops.top_k` when the axis
     is unknown or not larger than `2 * k * block_size`.
