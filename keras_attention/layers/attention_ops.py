@@ -5,6 +5,7 @@ backend the attention dropout is `dropout.fast_dropout` (cheaper random
 numbers). Masks are boolean tensors where `True` means "may attend".
 """
 
+import functools
 import math
 
 import keras
@@ -77,6 +78,12 @@ def padding_to_attention_mask(query_mask=None, key_mask=None):
     return combine_masks(*masks)
 
 
+# Causal attention over at least two blocks of this many queries is computed
+# block by block, each block against the keys it can see (benchmarks/RESULTS.md,
+# attention layer: 128 was faster than 64 and 256 at 512 and 1024 tokens).
+CAUSAL_QUERY_BLOCK = 128
+
+
 def scaled_dot_product_attention(
     query,
     key,
@@ -87,6 +94,7 @@ def scaled_dot_product_attention(
     seed=None,
     scale=None,
     cache_layout=False,
+    causal=False,
 ):
     """Scaled dot-product attention, softmax(Q K^T / sqrt(d_k)) V.
 
@@ -94,6 +102,15 @@ def scaled_dot_product_attention(
     You Need" (https://arxiv.org/abs/1706.03762). Dividing the logits by
     sqrt(d_k) keeps their variance near one when the entries of Q and K are,
     so the softmax does not saturate as d_k grows.
+
+    With `causal=True` and at least `2 * CAUSAL_QUERY_BLOCK` queries, the
+    queries are taken in blocks of `CAUSAL_QUERY_BLOCK`, and each block is
+    multiplied only with the keys up to its last position: the key blocks
+    above the diagonal, whose weights are exactly zero, are never computed.
+    That skips nearly half of the two products and of the softmax at long
+    lengths, and no `(T_q, T_k)` tensor is formed at once. The result is the
+    one of the full computation (a row whose visible keys are all masked
+    still gets uniform weights over all `T_k` keys).
 
     Args:
         query: float tensor `(B, T_q, d_k)` or, with heads, `(B, T_q, N, d_k)`.
@@ -115,6 +132,8 @@ def scaled_dot_product_attention(
             products read their operand as it is stored (in the other layout
             XLA copies the whole cache into this one at every step).
             Defaults to False.
+        causal: bool. Query `i` may only attend to keys `j <= i` (on top of
+            `mask`), as `causal_mask(T_q, T_k)`. Defaults to False.
 
     Returns:
         `(output, weights)`: `output` has the query's layout with `d_v` features;
@@ -155,13 +174,74 @@ def scaled_dot_product_attention(
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
     query = ops.multiply(query, ops.cast(scale, query.dtype))
+    if mask is not None:
+        mask = ops.cast(mask, "bool")
+        if rank == 4 and len(mask.shape) == 3:
+            mask = ops.expand_dims(mask, 1)  # (B, 1, T_q, T_k): shared by heads
+    attend = functools.partial(
+        _attend, cache_layout=cache_layout, dropout=dropout, training=training, seed=seed
+    )
+    if causal and _can_skip_blocks(query, key, mask, cache_layout):
+        return _block_causal_attention(attend, query, key, value, mask)
+    if causal:
+        key_length = ops.shape(key)[3 if cache_layout else 1]
+        mask = combine_masks(mask, causal_mask(ops.shape(query)[1], key_length))
+    output, weights, _ = attend(query, key, value, mask)
+    return output, weights
+
+
+def _can_skip_blocks(query, key, mask, cache_layout):
+    """Whether causal attention can run block by block: static lengths, long enough, slicable mask."""
+    if cache_layout or query.shape[1] is None or key.shape[1] is None:
+        return False
+    if mask is not None and (len(mask.shape) < 2 or None in mask.shape[-2:]):
+        return False  # a mask axis of unknown size may be a broadcast 1
+    return query.shape[1] >= 2 * CAUSAL_QUERY_BLOCK
+
+
+def _block_causal_attention(attend, query, key, value, mask):
+    """Causal attention by blocks of queries, each against the keys up to its last position."""
+    query_length, key_length = query.shape[1], key.shape[1]
+    outputs, weights = [], []
+    for start in range(0, query_length, CAUSAL_QUERY_BLOCK):
+        stop = min(start + CAUSAL_QUERY_BLOCK, query_length)
+        end = min(stop, key_length)  # keys [0, end) are visible to some query of the block
+        block_mask = causal_mask(stop - start, end, offset=start)  # (T_block, end)
+        if mask is not None:
+            rows = slice(start, stop) if mask.shape[-2] != 1 else slice(None)
+            columns = slice(0, end) if mask.shape[-1] != 1 else slice(None)
+            block_mask = ops.logical_and(block_mask, mask[..., rows, columns])
+        output, block_weights, shift = attend(query[:, start:stop], key[:, :end], value[:, :end], block_mask)
+        block_weights = ops.pad(block_weights, [(0, 0)] * (len(query.shape) - 1) + [(0, key_length - end)])
+        if mask is not None and end < key_length:
+            # A row whose visible keys are all masked has uniform weights over
+            # all T_k keys in the full computation, the skipped ones included:
+            # there, mean(all values) = output * end / T_k + sum(skipped) / T_k.
+            hidden = ops.less_equal(shift, large_negative("float32"))  # (B, [N,] T_block, 1)
+            skipped = ops.sum(value[:, end:], axis=1, keepdims=True)  # (B, 1, [N,] d_v)
+            uniform = output * (end / key_length) + skipped / key_length
+            if len(query.shape) == 4:
+                hidden_rows = ops.transpose(hidden, (0, 2, 1, 3))  # (B, T_block, N, 1)
+            else:
+                hidden_rows = hidden
+            output = ops.where(hidden_rows, uniform, output)
+            block_weights = ops.where(hidden, ops.cast(1.0 / key_length, block_weights.dtype), block_weights)
+        outputs.append(output)
+        weights.append(block_weights)
+    return ops.concatenate(outputs, axis=1), ops.concatenate(weights, axis=-2)
+
+
+def _attend(query, key, value, mask, cache_layout, dropout, training, seed):
+    """The attention of `scaled_dot_product_attention` with a ready mask: `(output, weights, shift)`.
+
+    `shift` is each row's largest (masked) score, `(B, [N,] T_q, 1)` float32.
+    """
+    rank = len(query.shape)
     k_axes, v_axes = ("bndk", "bnkd") if cache_layout else ("bknd", "bknd")  # rank 4
     if rank == 3:
         scores = ops.einsum("bqd,bkd->bqk", query, key)  # (B, T_q, T_k)
     else:
         scores = ops.einsum(f"bqnd,{k_axes}->bnqk", query, key)  # (B, N, T_q, T_k)
-        if mask is not None and len(mask.shape) == 3:
-            mask = ops.expand_dims(mask, 1)  # (B, 1, T_q, T_k): shared by heads
     # The softmax, with its normalisation deferred: the output is
     # (exp(s - max) V) / sum(exp(s - max)), a division over (T_q, d_v) instead
     # of over (T_q, T_k), and the normalised weights are only formed when
@@ -190,7 +270,7 @@ def scaled_dot_product_attention(
     else:
         output = ops.einsum(f"bnqk,{v_axes}->bqnd", ops.cast(unnormalised, dtype), value)  # (B, T_q, N, d_v)
         output = output / ops.cast(ops.transpose(total, (0, 2, 1, 3)), dtype)  # total as (B, T_q, N, 1)
-    return output, weights
+    return output, weights, shift
 
 
 def dense_project(x, kernel):

@@ -259,8 +259,8 @@ class MultiHeadAttention(keras.layers.Layer):
             attention_ops.padding_to_attention_mask(query_mask, value_mask),
             None if key_mask is None else ops.expand_dims(ops.cast(key_mask, "bool"), -2),
             attention_mask,
-            attention_ops.causal_mask(ops.shape(q)[1], ops.shape(k)[-1 if cache is not None else 1], offset)
-            if use_causal_mask
+            attention_ops.causal_mask(ops.shape(q)[1], ops.shape(k)[-1], offset)
+            if use_causal_mask and cache is not None
             else None,
         )
 
@@ -273,6 +273,7 @@ class MultiHeadAttention(keras.layers.Layer):
             training=training,
             seed=self.seed_generator,
             cache_layout=cache is not None,
+            causal=use_causal_mask and cache is None,
         )  # context (B, T_q, N, Hv), scores (B, N, T_q, T_k)
 
         n, hv, out_dim = self.output_kernel.shape

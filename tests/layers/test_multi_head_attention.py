@@ -4,7 +4,7 @@ import pytest
 
 from keras import ops
 
-from keras_attention.layers import MultiHeadAttention, scaled_dot_product_attention
+from keras_attention.layers import MultiHeadAttention, attention_ops, scaled_dot_product_attention
 from tests.test_case import run_layer_test
 
 rng = np.random.default_rng(0)
@@ -83,11 +83,18 @@ def test_parity_with_keras_masks_and_scores(causal):
     np.testing.assert_allclose(_np(a_scores), _np(b_scores), atol=1e-5)
 
 
+@pytest.mark.parametrize("query_block", [None, 2])
 @pytest.mark.parametrize("jit_compile", [False, True])
-def test_gradients_match_keras(jit_compile):
-    """Inputs' and weights' gradients equal Keras' (causal and padding masks, one row fully masked)."""
+def test_gradients_match_keras(jit_compile, query_block, monkeypatch):
+    """Inputs' and weights' gradients equal Keras' (causal and padding masks, one row fully masked).
+
+    With `query_block=2` our causal attention runs by blocks of 2 queries (3
+    blocks over 5 queries, against 2, 4 and 5 of the 7 keys).
+    """
     import tensorflow as tf
 
+    if query_block is not None:
+        monkeypatch.setattr(attention_ops, "CAUSAL_QUERY_BLOCK", query_block)
     ours, theirs = _pair()
     q, v = tf.constant(_randn(3, 5, 8)), tf.constant(_randn(3, 7, 6))
     value_mask = _padding_mask(3, 7)

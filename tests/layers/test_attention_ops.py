@@ -1,0 +1,99 @@
+"""Causal attention by query blocks (`attention_ops.scaled_dot_product_attention(causal=True)`)."""
+
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_attention.layers import attention_ops
+
+rng = np.random.default_rng(1)
+
+
+def _randn(*shape):
+    return rng.normal(size=shape).astype("float32")
+
+
+def _reference(q, k, v, mask):
+    """NumPy: causal softmax attention over heads-first arrays; a row with no visible key is uniform."""
+    t_q, t_k = q.shape[-2], k.shape[-2]
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (..., T_q, T_k)
+    allowed = np.tril(np.ones((t_q, t_k), bool))
+    if mask is not None:
+        allowed = allowed & mask
+    allowed = np.broadcast_to(allowed, scores.shape)
+    scores = np.where(allowed, scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True).clip(-1e30))
+    weights = np.where(allowed, weights, 0.0)
+    empty = ~allowed.any(-1, keepdims=True)
+    weights = np.where(empty, 1.0 / t_k, weights / np.where(empty, 1.0, weights.sum(-1, keepdims=True)))
+    return weights @ v, weights
+
+
+def _heads_first(x):
+    return np.transpose(x, (0, 2, 1, 3))  # (B, T, N, d) <-> (B, N, T, d)
+
+
+MASKS = {
+    "none": lambda b, t_q, t_k: None,
+    # Left padding: the first keys of row 1 are hidden, so its first queries see no key at all.
+    "keys, some rows empty": lambda b, t_q, t_k: (np.arange(t_k)[None, None, :] >= np.array([0, 6, 2])[:b, None, None]),
+    "full (B, T_q, T_k)": lambda b, t_q, t_k: rng.random((b, t_q, t_k)) > 0.3,
+    "(T_q, T_k)": lambda b, t_q, t_k: rng.random((t_q, t_k)) > 0.2,
+}
+
+
+@pytest.mark.parametrize("mask_name", sorted(MASKS))
+@pytest.mark.parametrize("t_q, t_k", [(11, 11), (11, 9), (9, 13)])
+@pytest.mark.parametrize("heads", [False, True])
+def test_block_causal_attention_matches_numpy(monkeypatch, mask_name, t_q, t_k, heads):
+    monkeypatch.setattr(attention_ops, "CAUSAL_QUERY_BLOCK", 4)
+    batch = 3
+    mask = MASKS[mask_name](batch, t_q, t_k)
+    if heads:
+        q, k, v = _randn(batch, t_q, 2, 4), _randn(batch, t_k, 2, 4), _randn(batch, t_k, 2, 5)
+        ref_out, ref_w = _reference(_heads_first(q), _heads_first(k), _heads_first(v),
+                                    None if mask is None else mask[..., None, :, :] if mask.ndim == 3 else mask)
+        ref_out = _heads_first(ref_out)
+    else:
+        q, k, v = _randn(batch, t_q, 4), _randn(batch, t_k, 4), _randn(batch, t_k, 5)
+        ref_out, ref_w = _reference(q, k, v, mask)
+    out, w = attention_ops.scaled_dot_product_attention(q, k, v, mask=mask, causal=True)
+    np.testing.assert_allclose(ops.convert_to_numpy(w), ref_w, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(out), ref_out, atol=1e-5)
+
+
+def _count_blocks(monkeypatch):
+    """Record the key length of every block `_attend` is called on."""
+    key_lengths = []
+    attend = attention_ops._attend
+
+    def counting(query, key, value, mask, **kwargs):
+        key_lengths.append(key.shape[1])
+        return attend(query, key, value, mask, **kwargs)
+
+    monkeypatch.setattr(attention_ops, "_attend", counting)
+    return key_lengths
+
+
+def test_blocks_skip_the_keys_above_the_diagonal(monkeypatch):
+    monkeypatch.setattr(attention_ops, "CAUSAL_QUERY_BLOCK", 4)
+    key_lengths = _count_blocks(monkeypatch)
+    q = _randn(2, 11, 4)
+    attention_ops.scaled_dot_product_attention(q, q, q, causal=True)
+    assert key_lengths == [4, 8, 11]
+    key_lengths.clear()
+    attention_ops.scaled_dot_product_attention(q[:, :7], q[:, :7], q[:, :7], causal=True)
+    assert key_lengths == [7]  # fewer than two blocks: one full computation
+    key_lengths.clear()
+    attention_ops.scaled_dot_product_attention(q, q, q, causal=False)
+    assert key_lengths == [11]
+
+
+def test_blocks_with_dropout_in_training(monkeypatch):
+    monkeypatch.setattr(attention_ops, "CAUSAL_QUERY_BLOCK", 4)
+    q = _randn(2, 11, 4)
+    out, _ = attention_ops.scaled_dot_product_attention(q, q, q, causal=True, dropout=0.5, training=True, seed=1)
+    full, _ = attention_ops.scaled_dot_product_attention(q, q, q, causal=True)
+    out, full = ops.convert_to_numpy(out), ops.convert_to_numpy(full)
+    assert np.all(np.isfinite(out)) and not np.allclose(out, full)
+    np.testing.assert_allclose(out[:, 0], 2.0 * q[:, 0] * (out[:, 0] != 0), atol=1e-5)  # one key: kept x 2 or dropped
