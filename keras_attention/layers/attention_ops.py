@@ -78,10 +78,18 @@ def padding_to_attention_mask(query_mask=None, key_mask=None):
     return combine_masks(*masks)
 
 
-# Causal attention over at least two blocks of this many queries is computed
-# block by block, each block against the keys it can see (benchmarks/RESULTS.md,
-# attention layer: 128 was faster than 64 and 256 at 512 and 1024 tokens).
-CAUSAL_QUERY_BLOCK = 128
+# Causal attention over at least two blocks of queries is computed block by
+# block, each block against the keys it can see: `CAUSAL_BLOCKS` blocks of at
+# least `MIN_CAUSAL_QUERY_BLOCK` queries (benchmarks/RESULTS.md, attention layer).
+CAUSAL_BLOCKS = 4
+MIN_CAUSAL_QUERY_BLOCK = 64
+
+
+def causal_query_block(query_length):
+    """The query block of causal attention over `query_length` queries, or None for one block."""
+    if query_length < 2 * MIN_CAUSAL_QUERY_BLOCK:
+        return None
+    return max(MIN_CAUSAL_QUERY_BLOCK, -(-query_length // CAUSAL_BLOCKS))
 
 
 def scaled_dot_product_attention(
@@ -103,14 +111,14 @@ def scaled_dot_product_attention(
     sqrt(d_k) keeps their variance near one when the entries of Q and K are,
     so the softmax does not saturate as d_k grows.
 
-    With `causal=True` and at least `2 * CAUSAL_QUERY_BLOCK` queries, the
-    queries are taken in blocks of `CAUSAL_QUERY_BLOCK`, and each block is
-    multiplied only with the keys up to its last position: the key blocks
-    above the diagonal, whose weights are exactly zero, are never computed.
-    That skips nearly half of the two products and of the softmax at long
-    lengths, and no `(T_q, T_k)` tensor is formed at once. The result is the
-    one of the full computation (a row whose visible keys are all masked
-    still gets uniform weights over all `T_k` keys).
+    With `causal=True` and at least `2 * MIN_CAUSAL_QUERY_BLOCK` (128)
+    queries, the queries are taken in `CAUSAL_BLOCKS` (4) blocks of at least
+    64, and each block is multiplied only with the keys up to its last
+    position: the key blocks above the diagonal, whose weights are exactly
+    zero, are never computed. With 4 blocks that skips 3/8 of the two
+    products and of the softmax, and no `(T_q, T_k)` tensor is formed at
+    once. The result is the one of the full computation (a row whose visible
+    keys are all masked still gets uniform weights over all `T_k` keys).
 
     Args:
         query: float tensor `(B, T_q, d_k)` or, with heads, `(B, T_q, N, d_k)`.
@@ -196,15 +204,16 @@ def _can_skip_blocks(query, key, mask, cache_layout):
         return False
     if mask is not None and (len(mask.shape) < 2 or None in mask.shape[-2:]):
         return False  # a mask axis of unknown size may be a broadcast 1
-    return query.shape[1] >= 2 * CAUSAL_QUERY_BLOCK
+    return causal_query_block(query.shape[1]) is not None
 
 
 def _block_causal_attention(attend, query, key, value, mask):
     """Causal attention by blocks of queries, each against the keys up to its last position."""
     query_length, key_length = query.shape[1], key.shape[1]
+    block = causal_query_block(query_length)
     outputs, weights = [], []
-    for start in range(0, query_length, CAUSAL_QUERY_BLOCK):
-        stop = min(start + CAUSAL_QUERY_BLOCK, query_length)
+    for start in range(0, query_length, block):
+        stop = min(start + block, query_length)
         end = min(stop, key_length)  # keys [0, end) are visible to some query of the block
         block_mask = causal_mask(stop - start, end, offset=start)  # (T_block, end)
         if mask is not None:

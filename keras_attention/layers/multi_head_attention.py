@@ -32,7 +32,9 @@ class MultiHeadAttention(keras.layers.Layer):
     automatically (a padded key gets zero weight; a padded query row is masked
     too, as in Keras). `attention_mask` adds an explicit boolean mask of shape
     `(B, T_q, T_k)`, and `use_causal_mask=True` lets query `i` see keys `j <= i`
-    only. All masks are combined with a logical AND.
+    only. All masks are combined with a logical AND. Causal attention over 128
+    or more queries runs by blocks of queries and skips the keys above the
+    diagonal (see `scaled_dot_product_attention`).
 
     Incremental decoding: pass a `cache`, a pair of keys `(B, N, H, T_max)`
     and values `(B, N, T_max, H)` (see `init_cache`; the layout in which both

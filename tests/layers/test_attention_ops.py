@@ -46,7 +46,7 @@ MASKS = {
 @pytest.mark.parametrize("t_q, t_k", [(11, 11), (11, 9), (9, 13)])
 @pytest.mark.parametrize("heads", [False, True])
 def test_block_causal_attention_matches_numpy(monkeypatch, mask_name, t_q, t_k, heads):
-    monkeypatch.setattr(attention_ops, "CAUSAL_QUERY_BLOCK", 4)
+    monkeypatch.setattr(attention_ops, "MIN_CAUSAL_QUERY_BLOCK", 4)  # 11 queries: blocks of 4, 4, 3
     batch = 3
     mask = MASKS[mask_name](batch, t_q, t_k)
     if heads:
@@ -76,7 +76,7 @@ def _count_blocks(monkeypatch):
 
 
 def test_blocks_skip_the_keys_above_the_diagonal(monkeypatch):
-    monkeypatch.setattr(attention_ops, "CAUSAL_QUERY_BLOCK", 4)
+    monkeypatch.setattr(attention_ops, "MIN_CAUSAL_QUERY_BLOCK", 4)  # 11 queries: blocks of 4, 4, 3
     key_lengths = _count_blocks(monkeypatch)
     q = _randn(2, 11, 4)
     attention_ops.scaled_dot_product_attention(q, q, q, causal=True)
@@ -90,10 +90,31 @@ def test_blocks_skip_the_keys_above_the_diagonal(monkeypatch):
 
 
 def test_blocks_with_dropout_in_training(monkeypatch):
-    monkeypatch.setattr(attention_ops, "CAUSAL_QUERY_BLOCK", 4)
+    monkeypatch.setattr(attention_ops, "MIN_CAUSAL_QUERY_BLOCK", 4)  # 11 queries: blocks of 4, 4, 3
     q = _randn(2, 11, 4)
     out, _ = attention_ops.scaled_dot_product_attention(q, q, q, causal=True, dropout=0.5, training=True, seed=1)
     full, _ = attention_ops.scaled_dot_product_attention(q, q, q, causal=True)
     out, full = ops.convert_to_numpy(out), ops.convert_to_numpy(full)
     assert np.all(np.isfinite(out)) and not np.allclose(out, full)
     np.testing.assert_allclose(out[:, 0], 2.0 * q[:, 0] * (out[:, 0] != 0), atol=1e-5)  # one key: kept x 2 or dropped
+
+
+def test_block_sizes():
+    # Four blocks of at least 64 queries, from 128 queries on.
+    assert [attention_ops.causal_query_block(n) for n in (1, 127, 128, 256, 512, 1000)] == [None, None, 64, 64, 128, 250]
+
+
+def test_unknown_lengths_take_one_block(monkeypatch):
+    import tensorflow as tf
+
+    monkeypatch.setattr(attention_ops, "MIN_CAUSAL_QUERY_BLOCK", 4)
+    key_lengths = _count_blocks(monkeypatch)
+    q = _randn(2, 11, 4)
+
+    @tf.function(input_signature=[tf.TensorSpec((None, None, 4))])
+    def attend(x):
+        return attention_ops.scaled_dot_product_attention(x, x, x, causal=True)[0]
+
+    ref_out, _ = _reference(q, q, q, None)
+    np.testing.assert_allclose(attend(q).numpy(), ref_out, atol=1e-5)
+    assert key_lengths == [None]

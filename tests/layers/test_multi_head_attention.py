@@ -94,7 +94,7 @@ def test_gradients_match_keras(jit_compile, query_block, monkeypatch):
     import tensorflow as tf
 
     if query_block is not None:
-        monkeypatch.setattr(attention_ops, "CAUSAL_QUERY_BLOCK", query_block)
+        monkeypatch.setattr(attention_ops, "MIN_CAUSAL_QUERY_BLOCK", query_block)
     ours, theirs = _pair()
     q, v = tf.constant(_randn(3, 5, 8)), tf.constant(_randn(3, 7, 6))
     value_mask = _padding_mask(3, 7)
