@@ -20,9 +20,18 @@ usual 6N plus the attention terms.
 
     python scripts/benchmark_training.py --json benchmarks/training.json
     python scripts/benchmark_training.py --no-xla
+    python scripts/benchmark_training.py --product-bound
+
+`--product-bound` also times every matrix product of a training step alone,
+at its own shape (XLA, the 15 distinct products of `step_products`): their
+sum is the time of a step that did nothing but its products, so the
+fraction of the peak it implies bounds what any implementation of the same
+step reaches with these product kernels on this machine.
 """
 
 import argparse
+import collections
+import math
 import statistics
 import time
 
@@ -103,6 +112,67 @@ def matmul_peak(n=2048, repeats=10):
     return 2 * n**3 / best / 1e9
 
 
+def step_products(c):
+    """The matrix products of one training step: {(equation, shape_a, shape_b): count}.
+
+    Dense layers `(M, K) x (K, N)` give three products each: forward
+    `mk,kn->mn`, input gradient `mn,kn->mk` and kernel gradient `mk,mn->kn`.
+    Each attention block gives six batched products over G = batch x heads:
+    Q K^T and its value-side twin dP = dO V^T (`gqh,gkh->gqk`), P V and
+    dQ = dS K (`gqk,gkh->gqh`), dV = P^T dO and dK = dS^T Q (`gqk,gqh->gkh`).
+    """
+    b, s, t, d, ff, v = c["batch"], c["length"], c["length"], c["d_model"], c["intermediate_dim"], c["vocab"]
+    layers, heads = c["num_layers"], c["num_heads"]
+    dense = collections.Counter()
+    for m, k, n, count in [
+        (b * s, d, d, 4 * layers + 2 * layers),  # encoder Q K V O, cross-attention K V
+        (b * t, d, d, 4 * layers + 2 * layers),  # decoder Q K V O, cross-attention Q O
+        (b * s, d, ff, layers), (b * s, ff, d, layers),  # encoder FFN
+        (b * t, d, ff, layers), (b * t, ff, d, layers),  # decoder FFN
+        (b * t, d, v, 1),  # output layer
+    ]:
+        dense[("mk,kn->mn", (m, k), (k, n))] += count
+        dense[("mn,kn->mk", (m, n), (k, n))] += count
+        dense[("mk,mn->kn", (m, k), (m, n))] += count
+    g, h = b * heads, d // heads
+    for q, k in [(s, s), (t, t), (t, s)]:  # encoder self, decoder self, cross-attention
+        dense[("gqh,gkh->gqk", (g, q, h), (g, k, h))] += 2 * layers
+        dense[("gqk,gkh->gqh", (g, q, k), (g, k, h))] += 2 * layers
+        dense[("gqk,gqh->gkh", (g, q, k), (g, q, h))] += 2 * layers
+    return dense
+
+
+def product_flops(equation, shape_a, shape_b):
+    """2 x the product of every axis length of an einsum product (batch, kept and contracted)."""
+    inputs = equation.split("->")[0]
+    sizes = dict(zip(inputs.replace(",", ""), tuple(shape_a) + tuple(shape_b)))
+    return 2 * math.prod(sizes.values())
+
+
+def product_bound(c, repeats=10, copies=4):
+    """Seconds of the step's products, each measured alone at its shape with XLA.
+
+    Every distinct product is compiled `copies` times over different inputs
+    in one function (so that a call's fixed cost is shared) and timed
+    `repeats` times; the median per product, times the number of such
+    products in a step, summed. Returns `(seconds, flop)` for one step.
+    """
+    total_seconds = total_flop = 0.0
+    for (equation, shape_a, shape_b), count in step_products(c).items():
+        operands = [(tf.random.normal(shape_a), tf.random.normal(shape_b)) for _ in range(copies)]
+        run = tf.function(lambda pairs, e=equation: [tf.einsum(e, a, b) for a, b in pairs], jit_compile=True)
+        run(operands)[0].numpy()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            outputs = run(operands)
+            outputs[-1].numpy()
+            times.append((time.perf_counter() - start) / copies)
+        total_seconds += count * statistics.median(times)
+        total_flop += count * product_flops(equation, shape_a, shape_b)
+    return total_seconds, total_flop
+
+
 class StepTimes(keras.callbacks.Callback):
     """The wall-clock time at the end of every training batch."""
 
@@ -138,6 +208,9 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-xla", action="store_true", help="compile without XLA for both")
     parser.add_argument("--quick", action="store_true", help="a tiny configuration, to test the script")
+    parser.add_argument("--product-bound", action="store_true",
+                        help="also time the step's matrix products alone, each at its shape: "
+                             "the fraction of the peak a step made of nothing else would reach")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
     c = dict(QUICK if args.quick else CONFIG)
@@ -179,6 +252,19 @@ def main(argv=None):
         print(f"{name:9s}: {medians[name]:8.1f} tokens/s, {flops[name] / 1e6:.1f} MFLOP/token, "
               f"{result['achieved_gflops'][name]:.1f} GFLOP/s = {result['fraction_of_peak'][name]:.0%} of peak")
     print(f"ratio ours / keras-hub: {result['ratio_ours_over_keras_hub']:.2f}")
+    if args.product_bound:
+        seconds, flop = product_bound(c, repeats=2 if args.quick else 10)
+        tokens = c["batch"] * c["length"]
+        result["product_bound"] = {
+            "gflop_per_step": flop / 1e9, "seconds_per_step": seconds, "gflops": flop / seconds / 1e9,
+            "max_fraction_of_peak": flop / seconds / 1e9 / peak,
+            "ours_seconds_per_step": tokens / medians["ours"],
+        }
+        bound = result["product_bound"]
+        print(f"the step's matrix products alone, each timed at its shape: {flop / 1e9:.1f} GFLOP in "
+              f"{seconds * 1e3:.1f} ms = {bound['gflops']:.1f} GFLOP/s, so a step made of nothing else "
+              f"would reach {bound['max_fraction_of_peak']:.0%} of the peak "
+              f"(ours: {bound['ours_seconds_per_step'] * 1e3:.1f} ms a step)")
     write_json(args.json, result)
     return result
 

@@ -30,6 +30,20 @@ def test_training_benchmark_compares_equal_models(tmp_path):
     assert result["median_tokens_per_second"]["ours"] > 0 and result["matmul_peak_gflops"] > 0
 
 
+def test_training_benchmark_product_bound(tmp_path):
+    # QUICK: 1 + 1 layers, d 32, 2 heads, d_ff 64, vocabulary 200, batch 4 x 8 (32 tokens).
+    # Dense multiply-adds per token: encoder 4*32*32 + 2*32*64 = 8,192, decoder 8*32*32 + 2*32*64
+    # = 12,288, output 32*200 = 6,400; x 2 FLOP x 32 tokens x 3 (forward, two gradients) = 5,160,960.
+    # Attention: 3 blocks x 6 products x 2 * (4*2 batches) * 8 * 8 * 16 = 294,912.
+    products = benchmark_training.step_products(benchmark_training.QUICK)
+    assert sum(n * benchmark_training.product_flops(*key) for key, n in products.items()) == 5_160_960 + 294_912
+    assert benchmark_training.product_flops("gqk,gqh->gkh", (8, 8, 8), (8, 8, 16)) == 2 * 8 * 8 * 8 * 16
+    result = benchmark_training.main(["--quick", "--product-bound", "--json", str(tmp_path / "t.json")])
+    bound = result["product_bound"]
+    assert bound["gflop_per_step"] == 5_455_872 / 1e9 and bound["seconds_per_step"] > 0
+    assert json.loads((tmp_path / "t.json").read_text())["product_bound"] == bound
+
+
 def test_attention_benchmark_runs(tmp_path):
     out = tmp_path / "attention.json"
     rows = benchmark_attention.main(["--quick", "--json", str(out)])
