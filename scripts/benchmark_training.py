@@ -150,14 +150,16 @@ def product_flops(equation, shape_a, shape_b):
 
 
 def product_bound(c, repeats=10, copies=4):
-    """Seconds of the step's products, each measured alone at its shape with XLA.
+    """The step's products, each measured alone at its shape with XLA.
 
     Every distinct product is compiled `copies` times over different inputs
     in one function (so that a call's fixed cost is shared) and timed
     `repeats` times; the median per product, times the number of such
-    products in a step, summed. Returns `(seconds, flop)` for one step.
+    products in a step, summed. Returns `(seconds, flop, rows)` for one step,
+    `rows` giving each distinct product's count, ms and GFLOP/s.
     """
     total_seconds = total_flop = 0.0
+    rows = []
     for (equation, shape_a, shape_b), count in step_products(c).items():
         operands = [(tf.random.normal(shape_a), tf.random.normal(shape_b)) for _ in range(copies)]
         run = tf.function(lambda pairs, e=equation: [tf.einsum(e, a, b) for a, b in pairs], jit_compile=True)
@@ -168,9 +170,12 @@ def product_bound(c, repeats=10, copies=4):
             outputs = run(operands)
             outputs[-1].numpy()
             times.append((time.perf_counter() - start) / copies)
-        total_seconds += count * statistics.median(times)
-        total_flop += count * product_flops(equation, shape_a, shape_b)
-    return total_seconds, total_flop
+        seconds, flop = statistics.median(times), product_flops(equation, shape_a, shape_b)
+        rows.append({"equation": equation, "shapes": [list(shape_a), list(shape_b)], "count": count,
+                     "ms": seconds * 1e3, "gflops": flop / seconds / 1e9})
+        total_seconds += count * seconds
+        total_flop += count * flop
+    return total_seconds, total_flop, rows
 
 
 class StepTimes(keras.callbacks.Callback):
@@ -253,14 +258,17 @@ def main(argv=None):
               f"{result['achieved_gflops'][name]:.1f} GFLOP/s = {result['fraction_of_peak'][name]:.0%} of peak")
     print(f"ratio ours / keras-hub: {result['ratio_ours_over_keras_hub']:.2f}")
     if args.product_bound:
-        seconds, flop = product_bound(c, repeats=2 if args.quick else 10)
+        seconds, flop, rows = product_bound(c, repeats=2 if args.quick else 10)
         tokens = c["batch"] * c["length"]
         result["product_bound"] = {
             "gflop_per_step": flop / 1e9, "seconds_per_step": seconds, "gflops": flop / seconds / 1e9,
             "max_fraction_of_peak": flop / seconds / 1e9 / peak,
-            "ours_seconds_per_step": tokens / medians["ours"],
+            "ours_seconds_per_step": tokens / medians["ours"], "products": rows,
         }
         bound = result["product_bound"]
+        for row in rows:
+            print(f"  {row['count']:3d} x {row['equation']:13s} {str(row['shapes']):28s} "
+                  f"{row['ms']:7.3f} ms  {row['gflops']:6.1f} GFLOP/s")
         print(f"the step's matrix products alone, each timed at its shape: {flop / 1e9:.1f} GFLOP in "
               f"{seconds * 1e3:.1f} ms = {bound['gflops']:.1f} GFLOP/s, so a step made of nothing else "
               f"would reach {bound['max_fraction_of_peak']:.0%} of the peak "

@@ -41,6 +41,7 @@ def test_training_benchmark_product_bound(tmp_path):
     result = benchmark_training.main(["--quick", "--product-bound", "--json", str(tmp_path / "t.json")])
     bound = result["product_bound"]
     assert bound["gflop_per_step"] == 5_455_872 / 1e9 and bound["seconds_per_step"] > 0
+    assert sum(row["count"] for row in bound["products"]) == sum(products.values()) == 3 * 17 + 18  # (6 + 10 + 1) dense, x 3; 6 per attention block
     assert json.loads((tmp_path / "t.json").read_text())["product_bound"] == bound
 
 
