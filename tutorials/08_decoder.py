@@ -69,6 +69,24 @@ fig.tight_layout()
 fig.savefig(figure_path("08_causal_mask.png"), dpi=100)
 
 # %% [markdown]
+# Weights that are exactly zero need not be computed at all. For 128 target
+# positions or more, the library's causal attention cuts the queries into four
+# blocks and multiplies each block only with the keys up to its last position:
+# 10 of the 16 (query block, key block) tiles, 3/8 of the attention's work and
+# memory saved, and the same numbers as the full masked computation. Below, 256
+# positions attended once with `causal=True` (blocks) and once with the causal
+# mask passed as an ordinary mask (one block, every score computed).
+
+# %%
+from keras_attention.layers import attention_ops  # noqa: E402
+
+q, k, v = (keras.random.normal((2, 256, 2, 8), seed=s) for s in (2, 3, 4))  # (B, T, heads, d)
+blocked, _ = layers.scaled_dot_product_attention(q, k, v, causal=True)
+full, _ = layers.scaled_dot_product_attention(q, k, v, mask=attention_ops.causal_mask(256, 256))
+print("query block:", attention_ops.causal_query_block(256), "positions")
+print("largest difference, blocks vs full:", float(np.abs(blocked.numpy() - full.numpy()).max()))
+
+# %% [markdown]
 # ## Future tokens never change past outputs
 #
 # The test of a correct mask: change a target word at position 5 and look at the
