@@ -24,9 +24,11 @@ usual 6N plus the attention terms.
 
 `--product-bound` also times every matrix product of a training step alone,
 at its own shape (XLA, the 15 distinct products of `step_products`): their
-sum is the time of a step that did nothing but its products, so the
-fraction of the peak it implies bounds what any implementation of the same
-step reaches with these product kernels on this machine.
+sum is the time of a step that did nothing but its products, each as fast as
+it runs alone, and the fraction of the peak it implies is the ceiling such a
+step would hit with these product kernels on this machine (an estimate, not
+a proof: in a real step XLA may overlap products, or run one faster than
+alone).
 """
 
 import argparse
