@@ -44,7 +44,7 @@ import tensorflow as tf
 
 from keras_attention.models import Transformer
 from keras_attention.training import MaskedSparseCrossEntropy
-from timing import write_json
+from timing import alternated_medians, write_json
 
 CONFIG = dict(num_layers=3, d_model=256, num_heads=4, intermediate_dim=1024, vocab=8000, batch=64, length=24)
 QUICK = dict(CONFIG, num_layers=1, d_model=32, num_heads=2, intermediate_dim=64, vocab=200, batch=4, length=8)
@@ -165,14 +165,8 @@ def product_bound(c, repeats=10, copies=4):
     for (equation, shape_a, shape_b), count in step_products(c).items():
         operands = [(tf.random.normal(shape_a), tf.random.normal(shape_b)) for _ in range(copies)]
         run = tf.function(lambda pairs, e=equation: [tf.einsum(e, a, b) for a, b in pairs], jit_compile=True)
-        run(operands)[0].numpy()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            outputs = run(operands)
-            outputs[-1].numpy()
-            times.append((time.perf_counter() - start) / copies)
-        seconds, flop = statistics.median(times), product_flops(equation, shape_a, shape_b)
+        seconds = alternated_medians({equation: run}, lambda fn: fn(operands)[-1].numpy(), repeats)[equation] / copies
+        flop = product_flops(equation, shape_a, shape_b)
         rows.append({"equation": equation, "shapes": [list(shape_a), list(shape_b)], "count": count,
                      "ms": seconds * 1e3, "gflops": flop / seconds / 1e9})
         total_seconds += count * seconds

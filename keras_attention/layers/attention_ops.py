@@ -260,7 +260,7 @@ def _attend(query, key, value, mask, cache_layout, dropout, training, seed):
     dtype = scores.dtype
     scores = ops.cast(scores, "float32")
     if mask is not None:
-        scores = ops.where(ops.cast(mask, "bool"), scores, large_negative("float32"))
+        scores = ops.where(mask, scores, large_negative("float32"))  # a bool mask, cast by the caller
     # `initial`: Keras' eager `max` refuses an empty tensor (an empty batch).
     shift = ops.max(scores, axis=-1, keepdims=True, initial=large_negative("float32"))
     unnormalised = ops.exp(scores - ops.stop_gradient(shift))
