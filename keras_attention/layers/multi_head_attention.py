@@ -228,10 +228,12 @@ class MultiHeadAttention(keras.layers.Layer):
         training=None,
     ):
         key = value if key is None else key
-        # Three separate products for Q, K and V, also in self-attention: one
-        # product with the kernels concatenated was measured slower under XLA
-        # (the concatenation and the split of its output cost more than the
-        # wider GEMM saves; benchmarks/RESULTS.md, attention layer).
+        # Three separate products for Q, K and V, also in self-attention. One
+        # product on the concatenated kernels runs at a higher rate and gave a
+        # Transformer training step a couple of percent, but the layer alone
+        # was slower at 64 tokens and needed more memory than Keras' at 64
+        # and 128 (the concatenated kernel and the whole product's output
+        # live at once); benchmarks/RESULTS.md, attention layer.
         q = self._project(query, self.query_kernel, self.query_bias)  # (B, T_q, N, H)
 
         offset = 0
