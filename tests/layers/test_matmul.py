@@ -79,3 +79,21 @@ def test_mixed_precision_gradient_keeps_the_dtype():
 def test_rank_other_than_two_names_the_shapes():
     with pytest.raises(ValueError, match=r"x.shape=\(2, 3, 4\), kernel.shape=\(4, 5\)"):
         matmul(tf.zeros((2, 3, 4)), tf.zeros((4, 5)))
+
+
+def test_second_order_gradients_under_xla_equal_plain_products():
+    """A gradient of the gradient (e.g. a gradient penalty) goes through the custom gradient."""
+    x = tf.random.normal((6, 4))
+    kernel = tf.Variable(tf.random.normal((4, 3)))
+
+    def gradient_norm_gradient(product):
+        with tf.GradientTape() as outer:
+            with tf.GradientTape() as inner:
+                loss = tf.reduce_sum(tf.tanh(product(x, kernel)) ** 2)
+            gradient = inner.gradient(loss, kernel)
+            norm = tf.reduce_sum(gradient * gradient)
+        return outer.gradient(norm, kernel)
+
+    ours = tf.function(lambda: gradient_norm_gradient(matmul), jit_compile=True)()
+    plain = tf.function(lambda: gradient_norm_gradient(tf.matmul))()
+    np.testing.assert_allclose(ours.numpy(), plain.numpy(), rtol=1e-4, atol=1e-5)
