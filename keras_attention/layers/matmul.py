@@ -2,21 +2,22 @@
 
 The gradient of `y = x @ kernel` with respect to the kernel is
 `x^T @ dy`, a product that contracts the rows of both operands. Timed alone
-here, XLA's CPU kernels run that form 1.05-1.6x slower than the same
-product with `x^T` already laid out in memory, the copy included (the
-largest gap for a tall input and a narrow output, such as a feed-forward
-layer's `(1536, 1024)^T x (1536, 256)`). XLA folds a plain transpose back
-into the product, so `matmul` writes `x^T` out behind an optimisation
-barrier, which XLA cannot see through. Outside XLA, TensorFlow's own kernels
-take the transposed operand directly and this is `ops.matmul`. The maths is
-the same either way (results agree to float32 rounding); only a memory
-layout changes.
+on this project's CPU machine, XLA's kernels ran that form slower than the
+same product with `x^T` already laid out in memory, even counting the copy,
+at every Transformer-layer shape tried (most for a tall input and a narrow
+output, such as a feed-forward layer's `(1536, 1024)^T x (1536, 256)`).
+XLA folds a plain transpose back into the product, so `matmul` writes `x^T`
+out behind an optimisation barrier, which XLA cannot see through. Outside
+XLA, TensorFlow's own kernels take the transposed operand directly and this
+is `ops.matmul`. The maths is the same either way (results agree to float32
+rounding); only a memory layout changes.
 
-Where it pays: `MultiHeadAttention`'s projections (`dense_project`), whose
-forward and backward pass at 64 tokens went from 0.96-0.98 of Keras' speed
-to 1.03-1.04 with it (`scripts/benchmark_attention.py`, benchmarks/RESULTS.md).
-Inside a whole Transformer training step XLA already chooses layouts that
-make the difference vanish (measured: no change in `benchmark_training.py`).
+Where it pays: `MultiHeadAttention`'s projections (`dense_project`); with
+it the layer's forward and backward pass at 64 tokens went from 0.96-0.98
+of Keras' speed to 1.04 (`scripts/benchmark_attention.py`,
+benchmarks/RESULTS.md). Inside a whole Transformer training step XLA
+already chooses layouts that make the difference vanish (no change measured
+in `scripts/benchmark_training.py`).
 """
 
 import keras
@@ -60,7 +61,7 @@ if optimization_barrier is not None:
     def _matmul_transposed_kernel_gradient(x, kernel):
         def gradient(dy):
             dx = tf.matmul(dy, kernel, transpose_b=True)  # (M, N) x (N, K) -> (M, K)
-            (x_transposed,) = optimization_barrier(tf.transpose(x))  # (K, M), stored so
+            (x_transposed,) = optimization_barrier(tf.transpose(x))  # (K, M), laid out so in memory
             dkernel = tf.matmul(x_transposed, dy)  # (K, M) x (M, N) -> (K, N)
             return dx, dkernel
 

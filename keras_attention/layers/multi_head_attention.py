@@ -229,11 +229,11 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         key = value if key is None else key
         # Three separate products for Q, K and V, also in self-attention. One
-        # product on the concatenated kernels runs at a higher rate and gave a
-        # Transformer training step a couple of percent, but the layer alone
-        # was slower at 64 tokens and needed more memory than Keras' at 64
-        # and 128 (the concatenated kernel and the whole product's output
-        # live at once); benchmarks/RESULTS.md, attention layer.
+        # product on the concatenated kernels runs at a higher rate alone, but
+        # the layer was then slower at 64 tokens and needed more memory than
+        # Keras' at 64 and 128 (the concatenated kernel and the whole
+        # product's output live at once), and a Transformer training step was
+        # no faster (benchmarks/RESULTS.md, attention layer).
         q = self._project(query, self.query_kernel, self.query_bias)  # (B, T_q, N, H)
 
         offset = 0
