@@ -256,9 +256,10 @@ def main(argv=None):
     if args.product_bound:
         seconds, flop, rows = product_bound(c, repeats=2 if args.quick else 10)
         tokens = c["batch"] * c["length"]
+        gflops = flop / seconds / 1e9
         result["product_bound"] = {
-            "gflop_per_step": flop / 1e9, "seconds_per_step": seconds, "gflops": flop / seconds / 1e9,
-            "max_fraction_of_peak": flop / seconds / 1e9 / peak,
+            "gflop_per_step": flop / 1e9, "seconds_per_step": seconds, "gflops": gflops,
+            "max_fraction_of_peak": gflops / peak,
             "ours_seconds_per_step": tokens / medians["ours"], "products": rows,
         }
         bound = result["product_bound"]

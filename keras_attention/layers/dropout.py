@@ -21,21 +21,10 @@ the exact keep probability, so the expected output equals the input.
 import keras
 import tensorflow as tf
 
-try:  # how TensorFlow's own ops tell that they are being traced for XLA
-    from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext
-except ImportError:  # pragma: no cover - a TensorFlow without it: Keras' dropout everywhere
-    GraphOrParentsInXlaContext = None
-
 from keras_attention.layers.validation import check_rate
+from keras_attention.layers.xla_context import in_xla_compilation
 
 LEVELS = 65536  # a decision is a 16-bit number: kept when >= the threshold
-
-
-def in_xla_compilation():
-    """True while a function compiled with XLA (`jit_compile=True`) is traced."""
-    if GraphOrParentsInXlaContext is None or tf.executing_eagerly():
-        return False
-    return GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
 def fast_dropout(x, rate, seed):

@@ -23,7 +23,7 @@ in `scripts/benchmark_training.py`).
 import keras
 from keras import ops
 
-from keras_attention.layers.dropout import in_xla_compilation
+from keras_attention.layers.xla_context import in_xla_compilation
 
 try:
     import tensorflow as tf
