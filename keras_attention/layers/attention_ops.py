@@ -118,8 +118,12 @@ def scaled_dot_product_attention(
     position: the key blocks above the diagonal, whose weights are exactly
     zero, are never computed. With 4 blocks that skips 3/8 of the two
     products and of the softmax, and no `(T_q, T_k)` tensor is formed at
-    once. The result is the one of the full computation (a row whose visible
-    keys are all masked still gets uniform weights over all `T_k` keys).
+    once. Within a block, the keys before the block's first query are seen
+    by all of its queries and need no causal mask; only the square tile on
+    the diagonal is masked (one triangle shared by the blocks), so no masked
+    copy of the past scores is made. The result is the one of the full
+    computation (a row whose visible keys are all masked still gets uniform
+    weights over all `T_k` keys).
 
     Args:
         query: float tensor `(B, T_q, d_k)` or, with heads, `(B, T_q, N, d_k)`.
@@ -195,7 +199,7 @@ def scaled_dot_product_attention(
     if causal:
         key_length = ops.shape(key)[3 if cache_layout else 1]
         mask = combine_masks(mask, causal_mask(ops.shape(query)[1], key_length))
-    output, weights, _ = attend(query, key, value, mask)
+    output, weights, _ = attend(query, [(key, value, mask)])
     return output, weights
 
 
@@ -209,27 +213,42 @@ def _can_skip_blocks(query, key, mask, cache_layout):
 
 
 def _block_causal_attention(attend, query, key, value, mask):
-    """Causal attention by blocks of queries, each against the keys up to its last position."""
+    """Causal attention by blocks of queries, each against the keys up to its last position.
+
+    A block of queries `[start, stop)` sees two tiles of keys: the past
+    `[0, start)`, visible to all of its queries (no causal mask to apply),
+    and the diagonal `[start, stop)`, under the lower-triangular mask that
+    every full block shares. Both tiles go through one softmax.
+    """
     query_length, key_length = query.shape[1], key.shape[1]
     block = causal_query_block(query_length)
+    triangle = causal_mask(block, block)  # (T_block, T_block), one tensor for every full block
     outputs, weights = [], []
     for start in range(0, query_length, block):
         stop = min(start + block, query_length)
-        end = min(stop, key_length)  # keys [0, end) are visible to some query of the block
-        block_mask = causal_mask(stop - start, end, offset=start)  # (T_block, end)
-        if mask is not None:
-            rows = slice(start, stop) if mask.shape[-2] != 1 else slice(None)
-            columns = slice(0, end) if mask.shape[-1] != 1 else slice(None)
-            block_mask = ops.logical_and(block_mask, mask[..., rows, columns])
-        output, block_weights, shift = attend(query[:, start:stop], key[:, :end], value[:, :end], block_mask)
-        block_weights = ops.pad(block_weights, [(0, 0)] * (len(query.shape) - 1) + [(0, key_length - end)])
-        if mask is not None and end < key_length:
+        past = min(start, key_length)  # keys [0, past) are visible to every query of the block
+        end = min(stop, key_length)  # keys [past, end) to some of them
+        rows = slice(start, stop)
+        tiles = []
+        if past > 0:
+            tiles.append((key[:, :past], value[:, :past], _mask_tile(mask, rows, slice(0, past))))
+        if end > past:
+            diagonal = triangle[: stop - start, : end - past]  # (T_block, end - past)
+            user = _mask_tile(mask, rows, slice(past, end))
+            tile_mask = diagonal if user is None else ops.logical_and(diagonal, user)
+            tiles.append((key[:, past:end], value[:, past:end], tile_mask))
+        if not tiles:  # no key at all (an empty key sequence): one full, all-masked tile
+            tiles.append((key, value, ops.zeros((stop - start, key_length), "bool")))
+        output, block_weights, shift = attend(query[:, start:stop], tiles)
+        visible = sum(tile[0].shape[1] for tile in tiles)
+        block_weights = ops.pad(block_weights, [(0, 0)] * (len(query.shape) - 1) + [(0, key_length - visible)])
+        if mask is not None and visible < key_length:
             # A row whose visible keys are all masked has uniform weights over
             # all T_k keys in the full computation, the skipped ones included:
-            # there, mean(all values) = output * end / T_k + sum(skipped) / T_k.
+            # there, mean(all values) = output * visible / T_k + sum(skipped) / T_k.
             hidden = ops.less_equal(shift, large_negative("float32"))  # (B, [N,] T_block, 1)
-            skipped = ops.sum(value[:, end:], axis=1, keepdims=True)  # (B, 1, [N,] d_v)
-            uniform = output * (end / key_length) + skipped / key_length
+            skipped = ops.sum(value[:, visible:], axis=1, keepdims=True)  # (B, 1, [N,] d_v)
+            uniform = output * (visible / key_length) + skipped / key_length
             if len(query.shape) == 4:
                 hidden_rows = ops.transpose(hidden, (0, 2, 1, 3))  # (B, T_block, N, 1)
             else:
@@ -241,46 +260,68 @@ def _block_causal_attention(attend, query, key, value, mask):
     return ops.concatenate(outputs, axis=1), ops.concatenate(weights, axis=-2)
 
 
-def _attend(query, key, value, mask, cache_layout, dropout, training, seed):
-    """The attention of `scaled_dot_product_attention` with a ready mask: `(output, weights, shift)`.
+def _mask_tile(mask, rows, columns):
+    """The part of a `(..., T_q|1, T_k|1)` mask over query `rows` and key `columns` (axes of size 1 broadcast)."""
+    if mask is None:
+        return None
+    rows = rows if mask.shape[-2] != 1 else slice(None)
+    columns = columns if mask.shape[-1] != 1 else slice(None)
+    return mask[..., rows, columns]
 
-    `shift` is each row's largest (masked) score, `(B, [N,] T_q, 1)` float32.
+
+def _attend(query, tiles, cache_layout, dropout, training, seed):
+    """Attention of `query` over key tiles with ready masks: `(output, weights, shift)`.
+
+    `tiles` is a list of `(key, value, mask)` over consecutive ranges of keys
+    (one tile: plain attention); their scores share one softmax. `weights`
+    covers the tiles' keys in order; `shift` is each row's largest (masked)
+    score, `(B, [N,] T_q, 1)` float32.
     """
     rank = len(query.shape)
     k_axes, v_axes = ("bndk", "bnkd") if cache_layout else ("bknd", "bknd")  # rank 4
-    if rank == 3:
-        scores = ops.einsum("bqd,bkd->bqk", query, key)  # (B, T_q, T_k)
-    else:
-        scores = ops.einsum(f"bqnd,{k_axes}->bnqk", query, key)  # (B, N, T_q, T_k)
     # The softmax, with its normalisation deferred: the output is
     # (exp(s - max) V) / sum(exp(s - max)), a division over (T_q, d_v) instead
     # of over (T_q, T_k), and the normalised weights are only formed when
     # something uses them (dropout, or a caller that returns them; XLA drops
     # them otherwise). Computed in float32 whatever the input dtype; a row
     # whose keys are all masked gets uniform weights, as in `masked_softmax`.
-    dtype = scores.dtype
-    scores = ops.cast(scores, "float32")
-    if mask is not None:
-        scores = ops.where(mask, scores, large_negative("float32"))  # a bool mask, cast by the caller
+    dtype = query.dtype
+    scores = []
+    for key, _, mask in tiles:
+        if rank == 3:
+            tile = ops.einsum("bqd,bkd->bqk", query, key)  # (B, T_q, T_k)
+        else:
+            tile = ops.einsum(f"bqnd,{k_axes}->bnqk", query, key)  # (B, N, T_q, T_k)
+        tile = ops.cast(tile, "float32")
+        if mask is not None:
+            tile = ops.where(mask, tile, large_negative("float32"))  # a bool mask, cast by the caller
+        scores.append(tile)
     # `initial`: Keras' eager `max` refuses an empty tensor (an empty batch).
-    shift = ops.max(scores, axis=-1, keepdims=True, initial=large_negative("float32"))
-    unnormalised = ops.exp(scores - ops.stop_gradient(shift))
-    total = ops.sum(unnormalised, axis=-1, keepdims=True)  # (B, [N,] T_q, 1), >= 1
-    weights = ops.cast(unnormalised / total, dtype)
+    shifts = [ops.max(tile, axis=-1, keepdims=True, initial=large_negative("float32")) for tile in scores]
+    shift = functools.reduce(ops.maximum, shifts)  # (B, [N,] T_q, 1)
+    unnormalised = [ops.exp(tile - ops.stop_gradient(shift)) for tile in scores]
+    total = functools.reduce(ops.add, [ops.sum(u, axis=-1, keepdims=True) for u in unnormalised])  # >= 1
+    weights = [ops.cast(u / total, dtype) for u in unnormalised]
+    equation = "bqk,bkd->bqd" if rank == 3 else f"bnqk,{v_axes}->bqnd"
     if training and dropout > 0.0:
         if keras.backend.backend() == "tensorflow":
-            dropped = fast_dropout(weights, dropout, seed)
+            dropped = [fast_dropout(w, dropout, seed) for w in weights]
         else:
-            dropped = keras.random.dropout(weights, dropout, seed=seed)
-        equation = "bqk,bkd->bqd" if rank == 3 else f"bnqk,{v_axes}->bqnd"
-        output = ops.einsum(equation, dropped, value)  # (B, T_q, [N,] d_v)
-    elif rank == 3:
-        output = ops.einsum("bqk,bkd->bqd", ops.cast(unnormalised, dtype), value)  # (B, T_q, d_v)
-        output = output / ops.cast(total, dtype)
+            dropped = [keras.random.dropout(w, dropout, seed=seed) for w in weights]
+        output = _sum_products(equation, dropped, tiles)  # (B, T_q, [N,] d_v)
     else:
-        output = ops.einsum(f"bnqk,{v_axes}->bqnd", ops.cast(unnormalised, dtype), value)  # (B, T_q, N, d_v)
-        output = output / ops.cast(ops.transpose(total, (0, 2, 1, 3)), dtype)  # total as (B, T_q, N, 1)
+        output = _sum_products(equation, [ops.cast(u, dtype) for u in unnormalised], tiles)
+        if rank == 4:
+            total = ops.transpose(total, (0, 2, 1, 3))  # (B, T_q, N, 1)
+        output = output / ops.cast(total, dtype)
+    weights = weights[0] if len(weights) == 1 else ops.concatenate(weights, axis=-1)
     return output, weights, shift
+
+
+def _sum_products(equation, weights, tiles):
+    """The sum over tiles of `einsum(equation, weights, value)`."""
+    products = [ops.einsum(equation, w, value) for w, (_, value, _) in zip(weights, tiles)]
+    return functools.reduce(ops.add, products)
 
 
 def dense_project(x, kernel):

@@ -63,13 +63,13 @@ def test_block_causal_attention_matches_numpy(monkeypatch, mask_name, t_q, t_k, 
 
 
 def _count_blocks(monkeypatch):
-    """Record the key length of every block `_attend` is called on."""
+    """Record, for every call of `_attend`, the key length of each of its tiles."""
     key_lengths = []
     attend = attention_ops._attend
 
-    def counting(query, key, value, mask, **kwargs):
-        key_lengths.append(key.shape[1])
-        return attend(query, key, value, mask, **kwargs)
+    def counting(query, tiles, **kwargs):
+        key_lengths.append([key.shape[1] for key, _, _ in tiles])
+        return attend(query, tiles, **kwargs)
 
     monkeypatch.setattr(attention_ops, "_attend", counting)
     return key_lengths
@@ -80,13 +80,17 @@ def test_blocks_skip_the_keys_above_the_diagonal(monkeypatch):
     key_lengths = _count_blocks(monkeypatch)
     q = _randn(2, 11, 4)
     attention_ops.scaled_dot_product_attention(q, q, q, causal=True)
-    assert key_lengths == [4, 8, 11]
+    # Each block: the past keys (no mask needed) and the diagonal tile.
+    assert key_lengths == [[4], [4, 4], [8, 3]]
     key_lengths.clear()
     attention_ops.scaled_dot_product_attention(q[:, :7], q[:, :7], q[:, :7], causal=True)
-    assert key_lengths == [7]  # fewer than two blocks: one full computation
+    assert key_lengths == [[7]]  # fewer than two blocks: one full computation
     key_lengths.clear()
     attention_ops.scaled_dot_product_attention(q, q, q, causal=False)
-    assert key_lengths == [11]
+    assert key_lengths == [[11]]
+    key_lengths.clear()
+    attention_ops.scaled_dot_product_attention(q, q[:, :6], q[:, :6], causal=True)
+    assert key_lengths == [[4], [4, 2], [6]]  # fewer keys than queries: the last block sees only the past
 
 
 def test_blocks_with_dropout_in_training(monkeypatch):
@@ -117,4 +121,4 @@ def test_unknown_lengths_take_one_block(monkeypatch):
 
     ref_out, _ = _reference(q, q, q, None)
     np.testing.assert_allclose(attend(q).numpy(), ref_out, atol=1e-5)
-    assert key_lengths == [None]
+    assert key_lengths == [[None]]
