@@ -122,3 +122,16 @@ def test_unknown_lengths_take_one_block(monkeypatch):
     ref_out, _ = _reference(q, q, q, None)
     np.testing.assert_allclose(attend(q).numpy(), ref_out, atol=1e-5)
     assert key_lengths == [[None]]
+
+
+def test_blocks_in_float16_match_float32(monkeypatch):
+    # The tiles' shared softmax runs in float32; float16 inputs give float32's result to float16 precision.
+    monkeypatch.setattr(attention_ops, "MIN_CAUSAL_QUERY_BLOCK", 4)  # 11 queries: blocks of 4, 4, 3
+    q, k, v = _randn(2, 11, 2, 4), _randn(2, 11, 2, 4), _randn(2, 11, 2, 4)
+    mask = MASKS["keys, some rows empty"](2, 11, 11)
+    half = [ops.cast(x, "float16") for x in (q, k, v)]
+    out16, w16 = attention_ops.scaled_dot_product_attention(*half, mask=mask, causal=True)
+    out32, w32 = attention_ops.scaled_dot_product_attention(q, k, v, mask=mask, causal=True)
+    assert out16.dtype == "float16" and w16.dtype == "float16"
+    np.testing.assert_allclose(ops.convert_to_numpy(w16).astype("float32"), ops.convert_to_numpy(w32), atol=2e-3)
+    np.testing.assert_allclose(ops.convert_to_numpy(out16).astype("float32"), ops.convert_to_numpy(out32), atol=1e-2)
