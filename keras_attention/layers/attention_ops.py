@@ -279,12 +279,13 @@ def _attend(query, tiles, cache_layout, dropout, training, seed):
     """
     rank = len(query.shape)
     k_axes, v_axes = ("bndk", "bnkd") if cache_layout else ("bknd", "bknd")  # rank 4
-    # The softmax, with its normalisation deferred: the output is
-    # (exp(s - max) V) / sum(exp(s - max)), a division over (T_q, d_v) instead
-    # of over (T_q, T_k), and the normalised weights are only formed when
-    # something uses them (dropout, or a caller that returns them; XLA drops
-    # them otherwise). Computed in float32 whatever the input dtype; a row
-    # whose keys are all masked gets uniform weights, as in `masked_softmax`.
+    # The softmax, its normalisation applied where the tensor is smaller: to
+    # the output, (exp(s - max) V) / sum(exp(s - max)), a division over
+    # (T_q, d_v), when there are more keys than d_v (the normalised weights
+    # are then only formed when something uses them: dropout, or a caller
+    # that returns them; XLA drops them otherwise), else to the weights.
+    # Computed in float32 whatever the input dtype; a row whose keys are all
+    # masked gets uniform weights, as in `masked_softmax`.
     dtype = query.dtype
     scores = []
     for key, _, mask in tiles:
@@ -309,6 +310,8 @@ def _attend(query, tiles, cache_layout, dropout, training, seed):
         else:
             dropped = [keras.random.dropout(w, dropout, seed=seed) for w in weights]
         output = _sum_products(equation, dropped, tiles)  # (B, T_q, [N,] d_v)
+    elif _normalise_weights_first(scores, tiles[0][1]):
+        output = _sum_products(equation, weights, tiles)  # (B, T_q, [N,] d_v)
     else:
         output = _sum_products(equation, [ops.cast(u, dtype) for u in unnormalised], tiles)
         if rank == 4:
@@ -316,6 +319,20 @@ def _attend(query, tiles, cache_layout, dropout, training, seed):
         output = output / ops.cast(total, dtype)
     weights = weights[0] if len(weights) == 1 else ops.concatenate(weights, axis=-1)
     return output, weights, shift
+
+
+def _normalise_weights_first(scores, value):
+    """Whether to divide the `(T_q, T_k)` weights rather than the `(T_q, d_v)` output.
+
+    The smaller of the two: the weights for a single tile of at most `d_v`
+    keys (both statically known), the output otherwise. At equal sizes (64
+    keys, `d_v` 64) the weights: measured slightly faster there under XLA
+    (benchmarks/RESULTS.md, attention layer).
+    """
+    if len(scores) != 1:
+        return False
+    key_length, value_depth = scores[0].shape[-1], value.shape[-1]
+    return key_length is not None and value_depth is not None and key_length <= value_depth
 
 
 def _sum_products(equation, weights, tiles):

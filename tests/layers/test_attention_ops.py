@@ -135,3 +135,22 @@ def test_blocks_in_float16_match_float32(monkeypatch):
     assert out16.dtype == "float16" and w16.dtype == "float16"
     np.testing.assert_allclose(ops.convert_to_numpy(w16).astype("float32"), ops.convert_to_numpy(w32), atol=2e-3)
     np.testing.assert_allclose(ops.convert_to_numpy(out16).astype("float32"), ops.convert_to_numpy(out32), atol=1e-2)
+
+
+@pytest.mark.parametrize("t_k, d_v, weights_first", [(6, 8, True), (8, 8, True), (9, 8, False)])
+def test_normalisation_before_or_after_the_values_gives_the_same_attention(monkeypatch, t_k, d_v, weights_first):
+    # The softmax's division goes to the smaller of the (T_q, T_k) weights and the (T_q, d_v) output.
+    chosen = []
+    decide = attention_ops._normalise_weights_first
+    monkeypatch.setattr(attention_ops, "_normalise_weights_first", lambda *a: chosen.append(decide(*a)) or chosen[-1])
+    q, k, v = _randn(2, 5, 2, 4), _randn(2, t_k, 2, 4), _randn(2, t_k, 2, d_v)
+    mask = rng.random((2, 5, t_k)) > 0.3
+    mask[..., 0] = True  # every row sees a key
+    out, w = attention_ops.scaled_dot_product_attention(q, k, v, mask=mask)
+    assert chosen == [weights_first]
+    scores = _heads_first(q) @ np.swapaxes(_heads_first(k), -1, -2) / 2.0  # (B, N, T_q, T_k), d_k = 4
+    scores = np.where(mask[:, None], scores, -np.inf)
+    ref_w = np.exp(scores - scores.max(-1, keepdims=True))
+    ref_w /= ref_w.sum(-1, keepdims=True)
+    np.testing.assert_allclose(ops.convert_to_numpy(w), ref_w, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(out), _heads_first(ref_w @ _heads_first(v)), atol=1e-5)
