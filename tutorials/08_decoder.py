@@ -73,9 +73,12 @@ fig.savefig(figure_path("08_causal_mask.png"), dpi=100)
 # positions or more, the library's causal attention cuts the queries into four
 # blocks and multiplies each block only with the keys up to its last position:
 # 10 of the 16 (query block, key block) tiles, 3/8 of the attention's work and
-# memory saved, and the same numbers as the full masked computation. Below, 256
-# positions attended once with `causal=True` (blocks) and once with the causal
-# mask passed as an ordinary mask (one block, every score computed).
+# memory saved, and the same numbers as the full masked computation. Inside a
+# block, the keys before its first query are visible to all of its queries, so
+# only the square tile on the diagonal needs the mask; the two tiles share one
+# softmax (one maximum, one sum). Below, 256 positions attended once with
+# `causal=True` (blocks) and once with the causal mask passed as an ordinary
+# mask (one block, every score computed).
 
 # %%
 from keras_attention.layers import attention_ops  # noqa: E402
