@@ -237,18 +237,16 @@ def _block_causal_attention(attend, query, key, value, mask):
             user = _mask_tile(mask, rows, slice(past, end))
             tile_mask = diagonal if user is None else ops.logical_and(diagonal, user)
             tiles.append((key[:, past:end], value[:, past:end], tile_mask))
-        if not tiles:  # no key at all (an empty key sequence): one full, all-masked tile
-            tiles.append((key, value, ops.zeros((stop - start, key_length), "bool")))
+        tiles = tiles or [(key, value, None)]  # no keys at all: one empty tile
         output, block_weights, shift = attend(query[:, start:stop], tiles)
-        visible = sum(tile[0].shape[1] for tile in tiles)
-        block_weights = ops.pad(block_weights, [(0, 0)] * (len(query.shape) - 1) + [(0, key_length - visible)])
-        if mask is not None and visible < key_length:
+        block_weights = ops.pad(block_weights, [(0, 0)] * (len(query.shape) - 1) + [(0, key_length - end)])
+        if mask is not None and end < key_length:
             # A row whose visible keys are all masked has uniform weights over
             # all T_k keys in the full computation, the skipped ones included:
-            # there, mean(all values) = output * visible / T_k + sum(skipped) / T_k.
+            # there, mean(all values) = output * end / T_k + sum(skipped) / T_k.
             hidden = ops.less_equal(shift, large_negative("float32"))  # (B, [N,] T_block, 1)
-            skipped = ops.sum(value[:, visible:], axis=1, keepdims=True)  # (B, 1, [N,] d_v)
-            uniform = output * (visible / key_length) + skipped / key_length
+            skipped = ops.sum(value[:, end:], axis=1, keepdims=True)  # (B, 1, [N,] d_v)
+            uniform = output * (end / key_length) + skipped / key_length
             if len(query.shape) == 4:
                 hidden_rows = ops.transpose(hidden, (0, 2, 1, 3))  # (B, T_block, N, 1)
             else:
