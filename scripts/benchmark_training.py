@@ -8,7 +8,8 @@ run times `--steps` training steps after a warm-up (compilation) step.
 
 Printed: target tokens/s of each run and their medians, the ratio ours/keras-hub,
 model FLOPs per target token, the achieved GFLOP/s, the float32 matrix-product
-peak measured in the same process, and the fraction of it reached.
+peak measured in the same process, and the fraction of it reached; then each
+round's own ratio and fraction (of the peak measured just before that round).
 
 FLOPs per target token (training = forward + backward = 3x forward):
     6 * N_dense * (S / T) [encoder]  +  6 * N_dec [decoder and output layer]
@@ -247,12 +248,21 @@ def main(argv=None):
         "achieved_gflops": {n: medians[n] * flops[n] / 1e9 for n in models},
     }
     result["fraction_of_peak"] = {n: result["achieved_gflops"][n] / peak for n in models}
+    # Each round's two runs follow each other within a minute, and the peak is
+    # measured just before them: per-round figures show how much a slow
+    # stretch of a shared machine moved the medians above.
+    result["rounds"] = [
+        {"ratio": ours_tps / hub_tps, "fraction_of_peak": ours_tps * flops["ours"] / 1e9 / round_peak}
+        for ours_tps, hub_tps, round_peak in zip(runs["ours"], runs["keras_hub"], peaks)
+    ]
     print(f"\nXLA {'on' if jit else 'off'}; medians over {args.rounds} rounds of {args.steps} steps; "
           f"matrix-product peak {peak:.1f} GFLOP/s (best of the rounds)")
     for name in models:
         print(f"{name:9s}: {medians[name]:8.1f} tokens/s, {flops[name] / 1e6:.1f} MFLOP/token, "
               f"{result['achieved_gflops'][name]:.1f} GFLOP/s = {result['fraction_of_peak'][name]:.0%} of peak")
     print(f"ratio ours / keras-hub: {result['ratio_ours_over_keras_hub']:.2f}")
+    print("per round (ours / keras-hub, ours' fraction of that round's peak): " + ", ".join(
+        f"{r['ratio']:.2f} {r['fraction_of_peak']:.0%}" for r in result["rounds"]))
     if args.product_bound:
         seconds, flop, rows = product_bound(c, repeats=2 if args.quick else 10)
         tokens = c["batch"] * c["length"]

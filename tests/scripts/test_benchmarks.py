@@ -28,6 +28,11 @@ def test_training_benchmark_compares_equal_models(tmp_path):
     shapes = {tuple(m(batch[0]).shape) for m in (benchmark_training.ours(c), benchmark_training.keras_hub_model(c))}
     assert shapes == {(4, 8, 200)}
     assert result["median_tokens_per_second"]["ours"] > 0 and result["matmul_peak_gflops"] > 0
+    (ours_tps,), (hub_tps,) = result["tokens_per_second"]["ours"], result["tokens_per_second"]["keras_hub"]
+    (peak,) = result["matmul_peaks"]
+    (round_,) = result["rounds"]  # QUICK: one round
+    assert round_["ratio"] == ours_tps / hub_tps
+    assert round_["fraction_of_peak"] == ours_tps * result["flops_per_target_token"]["ours"] / 1e9 / peak
 
 
 def test_training_benchmark_product_bound(tmp_path):
