@@ -1,8 +1,10 @@
 """Training speed: our Transformer against the same model built from keras-hub layers.
 
 Both models: d_model 256, 3 encoder + 3 decoder layers, 4 heads, d_ff 1024,
-vocabulary 8,000, learned positions, untied output layer, batch 64 x 24 source
-and target tokens, the same random data, Adam, our masked loss. Runs alternate
+vocabulary 8,000, learned positions, untied output layer, dropout 0.1 on the
+embeddings, on every residual branch and on the attention weights (keras-hub's
+blocks apply their one `dropout` to all three), batch 64 x 24 source and
+target tokens, the same random data, Adam, our masked loss. Runs alternate
 A B A B (at least three each) so that load on the machine hits both alike; each
 run times `--steps` training steps after a warm-up (compilation) step.
 
@@ -54,8 +56,8 @@ QUICK = dict(CONFIG, num_layers=1, d_model=32, num_heads=2, intermediate_dim=64,
 def ours(c):
     return Transformer(
         c["vocab"], c["vocab"], num_layers=c["num_layers"], d_model=c["d_model"], num_heads=c["num_heads"],
-        intermediate_dim=c["intermediate_dim"], dropout=0.1, max_length=c["length"], position="learned",
-        tie_output=False,
+        intermediate_dim=c["intermediate_dim"], dropout=0.1, attention_dropout=0.1, max_length=c["length"],
+        position="learned", tie_output=False,
     )
 
 

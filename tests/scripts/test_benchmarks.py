@@ -4,8 +4,12 @@ import json
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import tensorflow as tf
+
+import keras_attention.layers
+import keras_attention.layers.dropout
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
@@ -33,6 +37,33 @@ def test_training_benchmark_compares_equal_models(tmp_path):
     (round_,) = result["rounds"]  # QUICK: one round
     assert round_["ratio"] == ours_tps / hub_tps
     assert round_["fraction_of_peak"] == ours_tps * result["flops_per_target_token"]["ours"] / 1e9 / peak
+
+
+def _dropout_rates(model):
+    """Sorted rates of every dropout a model applies: Dropout layers and attention-weight dropouts."""
+    rates = []
+    for layer in model._flatten_layers(include_self=False):
+        if isinstance(layer, keras.layers.MultiHeadAttention):
+            rates.append(("attention", layer.dropout))
+        elif isinstance(layer, keras_attention.layers.MultiHeadAttention):
+            rates.append(("attention", layer.dropout))
+        elif isinstance(layer, (keras.layers.Dropout, keras_attention.layers.dropout.Dropout)):
+            rates.append(("dropout", layer.rate))
+    return sorted(rates)
+
+
+def test_training_benchmark_models_drop_out_alike():
+    # keras-hub's blocks apply their `dropout` to the attention weights too; a
+    # model without attention dropout would do less work per step. Counted
+    # per layer object (ours shares one residual Dropout per block, keras-hub has
+    # one per sublayer), the attention layers must match one for one.
+    c = benchmark_training.QUICK
+    ours, hub = benchmark_training.ours(c), benchmark_training.keras_hub_model(c)
+    batch = benchmark_training.random_batch(c)
+    ours(batch[0])
+    attention = lambda m: [r for r in _dropout_rates(m) if r[0] == "attention"]  # noqa: E731
+    assert attention(ours) == attention(hub) == [("attention", 0.1)] * 3  # 1 + 1 layers: 3 attention layers
+    assert {r for r in _dropout_rates(ours)} == {r for r in _dropout_rates(hub)}
 
 
 def test_training_benchmark_product_bound(tmp_path):
