@@ -28,10 +28,12 @@ usual 6N plus the attention terms.
 `--product-bound` also times every matrix product of a training step alone,
 at its own shape (XLA, the 15 distinct products of `step_products`): their
 sum is the time of a step that did nothing but its products, each as fast as
-it runs alone, and the fraction of the peak it implies is the ceiling such a
-step would hit with these product kernels on this machine (an estimate, not
-a proof: in a real step XLA may overlap products, or run one faster than
-alone).
+it runs alone, and the fraction of the peak that implies. It is a picture of
+each product's rate alone, not a bound on the step: inside a step XLA
+overlaps products and runs some faster than alone, and on the project's
+virtual machine the same products timed alone have run at rates twice
+apart in different processes (benchmarks/RESULTS.md, where a step beat
+this sum).
 """
 
 import argparse
