@@ -32,8 +32,8 @@ sum is the time of a step that did nothing but its products, each as fast as
 it runs alone, and the fraction of the peak that implies. It is a picture of
 each product's rate alone, not a bound on the step: inside a step XLA
 overlaps products and runs some faster than alone, and on the project's
-virtual machine the same products timed alone have run at rates twice
-apart in different processes (benchmarks/RESULTS.md, where a step beat
+virtual machine the same products timed alone have run at rates half
+again apart in different runs (benchmarks/RESULTS.md, where a step beat
 this sum).
 """
 
@@ -191,16 +191,6 @@ class StepTimes(keras.callbacks.Callback):
         self.times.append(time.perf_counter())
 
 
-def compile_for_training(model, jit):
-    """Compile `model` once for every round: Adam, our masked loss, XLA on or off.
-
-    Compiling again each round would trace and compile the step again and
-    keep the old executables (the process grew by hundreds of MB a round on
-    this project's machine), for no difference in the step's speed.
-    """
-    model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=MaskedSparseCrossEntropy(), jit_compile=jit)
-
-
 def time_training(model, batch, steps):
     """Steady-state target tokens/s of `model.fit` (compiled) on one repeated batch.
 
@@ -245,8 +235,10 @@ def main(argv=None):
     peaks = []
     runs = {name: [] for name in models}
     jit = not args.no_xla
+    # Once for all rounds: compiling each round would trace and compile the
+    # step again and keep the old executables (hundreds of MB a round here).
     for model in models.values():
-        compile_for_training(model, jit)
+        model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=MaskedSparseCrossEntropy(), jit_compile=jit)
     for round_ in range(args.rounds):
         peaks.append(matmul_peak(256 if args.quick else 2048))
         print(f"round {round_ + 1} float32 matrix product: {peaks[-1]:.1f} GFLOP/s")
