@@ -339,16 +339,22 @@ def _sum_products(equation, weights, tiles):
     return functools.reduce(ops.add, products)
 
 
-def dense_project(x, kernel):
-    """`x @ kernel` over the last axis of `x` (any rank), as one 2-D matrix product.
+def dense_project(x, kernel, bias=None):
+    """`x @ kernel (+ bias)` over the last axis of `x` (any rank), as one 2-D matrix product.
 
     `(..., d) x (d, u) -> (..., u)`. Flattening the leading axes first keeps
     the product a plain GEMM: a rank-3 `ops.matmul` becomes a `tensordot`
     whose dynamic transposes XLA cannot compile inside a loop's gradient.
     The product is `matmul.matmul`, whose kernel gradient runs faster under
-    XLA.
+    XLA. The bias (`(u,)`, or any shape of `u` elements such as `(N, H)`) is
+    added to the 2-D product, so that its gradient is a sum over the rows of
+    a matrix: summed over the leading axes of a rank-3 or rank-4 gradient
+    instead, XLA's CPU backend splits the sum into a slower windowed
+    reduction (benchmarks/RESULTS.md, training speed).
     """
     d, u = kernel.shape
     leading = ops.shape(x)[:-1]
     y = matmul(ops.reshape(x, (-1, d)), kernel)  # (prod(leading), u)
+    if bias is not None:
+        y = y + ops.reshape(bias, (u,))
     return ops.reshape(y, tuple(leading) + (u,))  # (..., u)

@@ -161,11 +161,8 @@ class MultiHeadAttention(keras.layers.Layer):
     def _project(self, x, kernel, bias):
         """(B, T, d) -> (B, T, N, H) with one matrix product."""
         d, n, h = kernel.shape
-        y = attention_ops.dense_project(x, ops.reshape(kernel, (d, n * h)))  # (B, T, N*H)
-        y = ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], n, h))  # (B, T, N, H)
-        if bias is not None:
-            y = y + bias
-        return y
+        y = attention_ops.dense_project(x, ops.reshape(kernel, (d, n * h)), bias)  # (B, T, N*H)
+        return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], n, h))  # (B, T, N, H)
 
     def compute_cache(self, value, key=None):
         """Project an encoder output once, for cross-attention while decoding.
@@ -283,9 +280,9 @@ class MultiHeadAttention(keras.layers.Layer):
         n, hv, out_dim = self.output_kernel.shape
         batch, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (batch, length, n * hv))  # (B, T_q, N*Hv)
-        output = attention_ops.dense_project(context, ops.reshape(self.output_kernel, (n * hv, out_dim)))
-        if self.output_bias is not None:
-            output = output + self.output_bias  # (B, T_q, d_out)
+        output = attention_ops.dense_project(
+            context, ops.reshape(self.output_kernel, (n * hv, out_dim)), self.output_bias
+        )  # (B, T_q, d_out)
 
         results = (output,)
         if return_attention_scores:

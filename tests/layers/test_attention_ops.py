@@ -154,3 +154,14 @@ def test_normalisation_before_or_after_the_values_gives_the_same_attention(monke
     ref_w /= ref_w.sum(-1, keepdims=True)
     np.testing.assert_allclose(ops.convert_to_numpy(w), ref_w, atol=1e-6)
     np.testing.assert_allclose(ops.convert_to_numpy(out), _heads_first(ref_w @ _heads_first(v)), atol=1e-5)
+
+
+@pytest.mark.parametrize("bias_shape", [None, (12,), (3, 4)])
+def test_dense_project_matches_numpy(bias_shape):
+    """`dense_project` over a rank-3 input, with a flat or per-head `(N, H)` bias, against NumPy."""
+    x, kernel = _randn(2, 5, 6), _randn(6, 12)
+    bias = None if bias_shape is None else _randn(*bias_shape)
+    expected = x @ kernel + (0.0 if bias is None else bias.reshape(12))
+    got = ops.convert_to_numpy(attention_ops.dense_project(x, kernel, bias))
+    assert got.shape == (2, 5, 12)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

@@ -3,6 +3,7 @@
 import keras_hub
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras import ops
 
@@ -132,6 +133,67 @@ def test_decoder_matches_keras_hub(normalize_first):
     # The mask is ANDed with the causal mask: all-True changes nothing.
     everything = ours(y, x, decoder_attention_mask=np.ones((3, 5, 5), bool))
     np.testing.assert_allclose(_np(everything), _np(ours(y, x)), atol=1e-6)
+
+
+def _sublayer_pairs(ours, hub, decoder):
+    pairs = [
+        (ours.self_attention, hub._self_attention_layer),
+        (ours.self_attention_norm, hub._self_attention_layer_norm),
+        (ours.feedforward_intermediate, hub._feedforward_intermediate_dense),
+        (ours.feedforward_output, hub._feedforward_output_dense),
+        (ours.feedforward_norm, hub._feedforward_layer_norm),
+    ]
+    if decoder:
+        pairs += [(ours.cross_attention, hub._cross_attention_layer),
+                  (ours.cross_attention_norm, hub._cross_attention_layer_norm)]
+    return pairs
+
+
+@pytest.mark.parametrize("decoder", [False, True])
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_compiled_gradients_match_keras_hub(decoder, normalize_first):
+    """Under XLA, the gradients of the input and of every weight (biases, norm scales and offsets) equal keras-hub's.
+
+    Our blocks run the norms and the feed-forward network on the (B * T, d)
+    rows and add the projections' biases to 2-D products; the maths must be
+    that of keras-hub's blocks, which work on (B, T, d).
+    """
+    y, x = _randn(3, 5, D), _randn(3, 7, D)
+    y_mask, x_mask = _padding(3, 5), _padding(3, 7)
+    upstream = _randn(3, 5, D)
+    if decoder:
+        ours = TransformerDecoder(HEADS, FF, normalize_first=normalize_first)
+        hub = keras_hub.layers.TransformerDecoder(FF, HEADS, normalize_first=normalize_first)
+        ours(y, x)
+        hub(y, x)
+        call = lambda layer, y: layer(  # noqa: E731
+            y, x, decoder_padding_mask=y_mask, encoder_padding_mask=x_mask)
+    else:
+        ours = TransformerEncoder(HEADS, FF, normalize_first=normalize_first)
+        hub = keras_hub.layers.TransformerEncoder(FF, HEADS, normalize_first=normalize_first)
+        ours(y)
+        hub(y)
+        call = lambda layer, y: layer(y, padding_mask=y_mask)  # noqa: E731
+    pairs = _sublayer_pairs(ours, hub, decoder)
+    for mine, theirs in pairs:
+        _copy(mine, theirs)
+
+    def gradients(layer, weights):
+        @tf.function(jit_compile=True)
+        def run(y):
+            with tf.GradientTape() as tape:
+                tape.watch(y)
+                loss = tf.reduce_sum(call(layer, y) * upstream)
+            return tape.gradient(loss, [y] + weights)
+
+        return [_np(g) for g in run(tf.constant(y))]
+
+    ours_grads = gradients(ours, [w for mine, _ in pairs for w in mine.trainable_weights])
+    hub_grads = gradients(hub, [w for _, theirs in pairs for w in theirs.trainable_weights])
+    assert len(ours_grads) == len(hub_grads) > 1 + 5 * 2
+    for a, b in zip(ours_grads, hub_grads):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
 # Properties ---------------------------------------------------------------------
