@@ -34,18 +34,24 @@ def _copy(src, dst):
     dst.set_weights(src.get_weights())
 
 
-def _copy_encoder(ours, hub):
-    _copy(ours.self_attention, hub._self_attention_layer)
-    _copy(ours.self_attention_norm, hub._self_attention_layer_norm)
-    _copy(ours.feedforward_intermediate, hub._feedforward_intermediate_dense)
-    _copy(ours.feedforward_output, hub._feedforward_output_dense)
-    _copy(ours.feedforward_norm, hub._feedforward_layer_norm)
+def _sublayer_pairs(ours, hub, decoder=False):
+    """(our sublayer, keras-hub's) pairs of a block, whose weights line up one to one."""
+    pairs = [
+        (ours.self_attention, hub._self_attention_layer),
+        (ours.self_attention_norm, hub._self_attention_layer_norm),
+        (ours.feedforward_intermediate, hub._feedforward_intermediate_dense),
+        (ours.feedforward_output, hub._feedforward_output_dense),
+        (ours.feedforward_norm, hub._feedforward_layer_norm),
+    ]
+    if decoder:
+        pairs += [(ours.cross_attention, hub._cross_attention_layer),
+                  (ours.cross_attention_norm, hub._cross_attention_layer_norm)]
+    return pairs
 
 
-def _copy_decoder(ours, hub):
-    _copy_encoder(ours, hub)
-    _copy(ours.cross_attention, hub._cross_attention_layer)
-    _copy(ours.cross_attention_norm, hub._cross_attention_layer_norm)
+def _copy_block(ours, hub, decoder=False):
+    for mine, theirs in _sublayer_pairs(ours, hub, decoder):
+        _copy(mine, theirs)
 
 
 # Harness ----------------------------------------------------------------------
@@ -105,7 +111,7 @@ def test_encoder_matches_keras_hub(normalize_first):
     hub = keras_hub.layers.TransformerEncoder(FF, HEADS, normalize_first=normalize_first)
     ours(x)
     hub(x)
-    _copy_encoder(ours, hub)
+    _copy_block(ours, hub)
     np.testing.assert_allclose(_np(ours(x)), _np(hub(x)), atol=1e-5)
     np.testing.assert_allclose(
         _np(ours(x, padding_mask=mask)), _np(hub(x, padding_mask=mask)), atol=1e-5
@@ -120,7 +126,7 @@ def test_decoder_matches_keras_hub(normalize_first):
     hub = keras_hub.layers.TransformerDecoder(FF, HEADS, normalize_first=normalize_first)
     ours(y, x)
     hub(y, x)
-    _copy_decoder(ours, hub)
+    _copy_block(ours, hub, decoder=True)
     np.testing.assert_allclose(_np(ours(y, x)), _np(hub(y, x)), atol=1e-5)
     a = ours(y, x, decoder_padding_mask=y_mask, encoder_padding_mask=x_mask)
     b = hub(y, x, decoder_padding_mask=y_mask, encoder_padding_mask=x_mask)
@@ -133,20 +139,6 @@ def test_decoder_matches_keras_hub(normalize_first):
     # The mask is ANDed with the causal mask: all-True changes nothing.
     everything = ours(y, x, decoder_attention_mask=np.ones((3, 5, 5), bool))
     np.testing.assert_allclose(_np(everything), _np(ours(y, x)), atol=1e-6)
-
-
-def _sublayer_pairs(ours, hub, decoder):
-    pairs = [
-        (ours.self_attention, hub._self_attention_layer),
-        (ours.self_attention_norm, hub._self_attention_layer_norm),
-        (ours.feedforward_intermediate, hub._feedforward_intermediate_dense),
-        (ours.feedforward_output, hub._feedforward_output_dense),
-        (ours.feedforward_norm, hub._feedforward_layer_norm),
-    ]
-    if decoder:
-        pairs += [(ours.cross_attention, hub._cross_attention_layer),
-                  (ours.cross_attention_norm, hub._cross_attention_layer_norm)]
-    return pairs
 
 
 @pytest.mark.parametrize("decoder", [False, True])
@@ -174,9 +166,8 @@ def test_compiled_gradients_match_keras_hub(decoder, normalize_first):
         ours(y)
         hub(y)
         call = lambda layer, y: layer(y, padding_mask=y_mask)  # noqa: E731
+    _copy_block(ours, hub, decoder)
     pairs = _sublayer_pairs(ours, hub, decoder)
-    for mine, theirs in pairs:
-        _copy(mine, theirs)
 
     def gradients(layer, weights):
         @tf.function(jit_compile=True)
