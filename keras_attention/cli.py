@@ -10,16 +10,42 @@ MODELS = ("transformer", "bahdanau", "luong", "rnn")
 PRESETS = ("tiny", "small", "base", "big")
 
 
+DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
+
+
 def _add_data_flags(parser):
     group = parser.add_argument_group("data")
-    group.add_argument("--dataset", default="multi30k", choices=("multi30k", "dates", "files", "tsv", "tfds"))
+    group.add_argument("--dataset", choices=DATASETS,
+                       help="default: prepared when --data-dir holds a prepared corpus, else multi30k")
     group.add_argument("--source", default="en", help="source language (default: en)")
     group.add_argument("--target", default="de", help="target language (default: de)")
-    group.add_argument("--data-dir", help=f"corpus folder (default: ${DATA_ENV_VAR}, then the Keras cache)")
-    group.add_argument("--train-files", nargs="+", help="files: SOURCE TARGET; tsv: FILE")
+    group.add_argument("--data-dir", help=f"corpus folder: Multi30k (default: ${DATA_ENV_VAR}, then the "
+                       "Keras cache), WMT14 files or TFDS data, or a folder made by `prepare`")
+    group.add_argument("--train-files", nargs="+",
+                       help="files: SOURCE TARGET (paths or quoted glob patterns of shards); tsv: FILE")
     group.add_argument("--valid-files", nargs="+")
     group.add_argument("--test-files", nargs="+")
     group.add_argument("--tfds-name", help="a TFDS translation data set, e.g. wmt14_translate/de-en")
+
+
+def _add_corpus_flags(parser):
+    group = parser.add_argument_group("corpus reading and vocabulary")
+    group.add_argument("--strict-data", action="store_true",
+                       help="stop at the first bad training line (not UTF-8, empty side, too long) "
+                            "with its file and line, instead of skipping and counting it")
+    group.add_argument("--no-clean", action="store_true",
+                       help="keep pairs over --max-words or --max-ratio (cleaning is on for your own files)")
+    group.add_argument("--max-words", type=int, default=250, help="skip pairs with more words a side (default: 250)")
+    group.add_argument("--max-ratio", type=float, default=9.0,
+                       help="skip pairs whose word counts differ more than this factor (default: 9)")
+    group.add_argument("--vocab-size", type=int, default=8000)
+    group.add_argument("--lower-case", action="store_true")
+    group.add_argument("--joint-vocabulary", action="store_true", help="one vocabulary for both languages")
+    group.add_argument("--vocab-sample", type=int, default=1_000_000, metavar="N",
+                       help="learn the vocabulary from at most N sentences, spread over the corpus")
+    group.add_argument("--max-length", type=int, default=64, help="longest sentence in tokens")
+    group.add_argument("--max-train-examples", type=int)
+    group.add_argument("--seed", type=int, default=0)
 
 
 def _parser():
@@ -33,9 +59,10 @@ def _parser():
     train.add_argument("--model", default="transformer", choices=MODELS)
     train.add_argument("--preset", default="small", choices=PRESETS)
     _add_data_flags(train)
-    train.add_argument("--vocab-size", type=int, default=8000)
-    train.add_argument("--lower-case", action="store_true")
-    train.add_argument("--max-length", type=int, default=64, help="longest sentence in tokens")
+    _add_corpus_flags(train)
+    train.add_argument("--cache-limit", type=int, default=200_000, metavar="PAIRS",
+                       help="corpora up to this size are tokenized once and held in memory; "
+                            "larger ones stream from disk (default: 200000)")
     train.add_argument("--epochs", type=int, default=10)
     train.add_argument("--batch-size", type=int, default=64, help="global batch, in sentences")
     train.add_argument("--batch-tokens", type=int, help="global batch as a token budget (instead of --batch-size)")
@@ -52,8 +79,17 @@ def _parser():
     train.add_argument("--keep-checkpoints", type=int, default=5, metavar="N",
                        help="keep the last N epochs' weights in OUTPUT/checkpoints (default: 5; 0: none)")
     train.add_argument("--output", default="runs/latest", help="output folder")
-    train.add_argument("--max-train-examples", type=int)
-    train.add_argument("--seed", type=int, default=0)
+
+    prepare = commands.add_parser(
+        "prepare", help="tokenize a corpus once into sharded TFRecords for `train --data-dir`",
+        epilog="example: keras-attention prepare --dataset files --train-files 'train.*.en.gz' "
+               "'train.*.de.gz' --valid-files dev.en dev.de --output prepared/mine")
+    _add_data_flags(prepare)
+    _add_corpus_flags(prepare)
+    prepare.add_argument("--shard-size", type=int, default=200_000, metavar="PAIRS",
+                         help="pairs per shard, about (default: 200000); at least one shard per worker")
+    prepare.add_argument("--output", required=True, help="a new or empty folder")
+    prepare.add_argument("--overwrite", action="store_true", help="replace a prepared corpus in --output")
 
     evaluate = commands.add_parser("evaluate", help="BLEU and chrF of a saved translator")
     evaluate.add_argument("translator", help="folder written by train (…/translator)")
@@ -112,7 +148,7 @@ def _config_from_args(args):
     from keras_attention.training.recipe import TrainConfig
 
     return TrainConfig(
-        model=args.model, preset=args.preset, dataset=args.dataset, source=args.source,
+        model=args.model, preset=args.preset, dataset=_dataset(args), source=args.source,
         target=args.target, data_dir=args.data_dir, train_files=_tuple(args.train_files),
         valid_files=_tuple(args.valid_files), test_files=_tuple(args.test_files),
         tfds_name=args.tfds_name, vocab_size=args.vocab_size, lower_case=args.lower_case,
@@ -123,8 +159,24 @@ def _config_from_args(args):
         jit_compile=not args.no_jit, output_dir=args.output,
         max_train_examples=args.max_train_examples, seed=args.seed,
         backup_every_steps=args.backup_every_steps, keep_backup=args.keep_backup,
-        keep_checkpoints=args.keep_checkpoints,
+        keep_checkpoints=args.keep_checkpoints, cache_limit=args.cache_limit,
+        **_corpus_options(args),
     )
+
+
+def _corpus_options(args):
+    return dict(strict_data=args.strict_data, clean=not args.no_clean, max_words=args.max_words,
+                max_ratio=args.max_ratio, vocab_sample=args.vocab_sample,
+                joint_vocabulary=args.joint_vocabulary)
+
+
+def _dataset(args):
+    """--dataset, or what --data-dir holds when it is not given."""
+    if args.dataset:
+        return args.dataset
+    from keras_attention.data.records import is_prepared
+
+    return "prepared" if is_prepared(args.data_dir) else "multi30k"
 
 
 def _tuple(values):
@@ -176,6 +228,8 @@ def _run(args):
         _print_summary(results)
         print(f"saved: {os.path.join(args.output, 'translator')}")
         return 0
+    if args.command == "prepare":
+        return _prepare(args)
     if args.command == "demo":
         from keras_attention.demo import run_demo
 
@@ -235,10 +289,30 @@ def _average(args):
 def _config_from_args_for_data(args):
     from keras_attention.training.recipe import TrainConfig
 
-    return TrainConfig(dataset=args.dataset, source=args.source, target=args.target,
+    return TrainConfig(dataset=_dataset(args), source=args.source, target=args.target,
                        data_dir=args.data_dir, train_files=_tuple(args.train_files),
                        valid_files=_tuple(args.valid_files), test_files=_tuple(args.test_files),
                        tfds_name=args.tfds_name)
+
+
+def _prepare(args):
+    from keras_attention.training.preparation import prepare
+    from keras_attention.training.recipe import TrainConfig
+
+    config = TrainConfig(
+        dataset=_dataset(args), source=args.source, target=args.target, data_dir=args.data_dir,
+        train_files=_tuple(args.train_files), valid_files=_tuple(args.valid_files),
+        test_files=_tuple(args.test_files), tfds_name=args.tfds_name, vocab_size=args.vocab_size,
+        lower_case=args.lower_case, max_length=args.max_length,
+        max_train_examples=args.max_train_examples, seed=args.seed, **_corpus_options(args),
+    )
+    manifest = prepare(config, args.output, shard_size=args.shard_size, overwrite=args.overwrite)
+    counts = manifest["counts"]
+    print(f"prepared: {args.output}: {manifest['pairs']:,} pairs in {len(manifest['shards'])} shards "
+          f"({manifest['seconds']:.0f} s); read {counts.get('read', 0):,}, skipped "
+          + ", ".join(f"{k} {v:,}" for k, v in counts.items() if k not in ("lines", "read", "kept")))
+    print(f"train with: keras-attention train --data-dir {args.output} --output RUN_DIR")
+    return 0
 
 
 def _export(args):

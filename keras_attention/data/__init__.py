@@ -2,7 +2,8 @@
 
 Loaders return `tf.data.Dataset`s of `(source, target)` sentence pairs:
 `load_multi30k`, `load_dates` (generated, offline), `load_parallel_files`,
-`load_tsv` and `load_tfds_translation`. `SubwordTokenizer` (WordPiece, in
+`load_tsv`, `load_wmt14` and `load_tfds_translation`. Files are streamed
+line by line (`streaming`): memory does not grow with the corpus. `SubwordTokenizer` (WordPiece, in
 graph) turns text into ids and back; `make_translation_dataset` makes the
 `((source_ids, target_in), target_out)` batches that `model.fit` takes.
 
@@ -19,6 +20,14 @@ from keras_attention.data.pipeline import (
     make_translation_dataset,
     padding_fraction,
 )
+from keras_attention.data.records import PreparedCorpus, is_prepared, prepare_corpus
+from keras_attention.data.streaming import (
+    CorpusError,
+    CorpusReport,
+    corpus_error,
+    count_lines,
+    expand_files,
+)
 from keras_attention.data.text_files import read_lines, read_parallel_lines
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.data.vocabulary import (
@@ -30,8 +39,17 @@ from keras_attention.data.vocabulary import (
     build_vocabulary,
     normalize_text,
 )
+from keras_attention.data.wmt14 import load_wmt14
 
 __all__ = [
+    "CorpusError",
+    "CorpusReport",
+    "PreparedCorpus",
+    "corpus_error",
+    "count_lines",
+    "expand_files",
+    "is_prepared",
+    "prepare_corpus",
     "END",
     "PAD",
     "RESERVED_TOKENS",
@@ -47,6 +65,7 @@ __all__ = [
     "load_parallel_files",
     "load_tfds_translation",
     "load_tsv",
+    "load_wmt14",
     "make_translation_dataset",
     "normalize_text",
     "padding_fraction",

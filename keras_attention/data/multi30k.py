@@ -12,10 +12,9 @@ import os
 import tempfile
 
 import keras
-import tensorflow as tf
 
 from keras_attention import DATA_ENV_VAR
-from keras_attention.data.text_files import read_parallel_lines
+from keras_attention.data.streaming import read_parallel_text
 from keras_attention.layers.validation import check_choice
 
 LANGUAGES = ("en", "de", "fr", "cs")
@@ -55,7 +54,8 @@ def multi30k_filename(split, language):
 
 
 def load_multi30k(
-    source="en", target="de", split="train", data_dir=None, base_url=BASE_URL, cache_dir=None
+    source="en", target="de", split="train", data_dir=None, base_url=BASE_URL, cache_dir=None,
+    report=None,
 ):
     """Load a split of Multi30k task 1 as a dataset of sentence pairs.
 
@@ -80,6 +80,7 @@ def load_multi30k(
             multi30k/dataset repository at a fixed commit.
         cache_dir: str. The Keras cache folder to use instead of `$KERAS_HOME`
             or `~/.keras`. Defaults to None.
+        report: a `CorpusReport` counting the pairs read. Defaults to None.
 
     Returns:
         A `tf.data.Dataset` of `(source_sentence, target_sentence)` pairs of
@@ -88,8 +89,10 @@ def load_multi30k(
     Raises:
         ValueError: unknown language or split, or `source == target`; a
             downloaded file whose checksum does not match (the file is
-            deleted); a file that is not valid UTF-8 or has an empty line.
+            deleted); files with different line counts.
         OSError: the files are nowhere locally and the download failed.
+        tf.errors.InvalidArgumentError: while reading, a line that is not
+            valid UTF-8 or is empty ("Corpus error: FILE line N: ...").
 
     Example:
 
@@ -108,8 +111,8 @@ def load_multi30k(
     check_choice("split", split, SPLITS + tuple(SPLIT_ALIASES))
     names = [multi30k_filename(split, source), multi30k_filename(split, target)]
     paths = multi30k_paths(names, data_dir=data_dir, base_url=base_url, cache_dir=cache_dir)
-    source_lines, target_lines = read_parallel_lines(*paths)
-    return tf.data.Dataset.from_tensor_slices((source_lines, target_lines))
+    # The same streaming reader as any corpus; Multi30k has no bad lines, so any is an error.
+    return read_parallel_text(paths[0], paths[1], strict=True, report=report)
 
 
 def multi30k_paths(names, data_dir=None, base_url=BASE_URL, cache_dir=None):

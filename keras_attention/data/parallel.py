@@ -1,102 +1,109 @@
 """The user's own parallel text, and translation data sets from TFDS by name."""
 
 import difflib
-import os
 
 import tensorflow as tf
 
-from keras_attention.data.text_files import logger, read_all_lines, read_parallel_lines
+from keras_attention.data.streaming import read_parallel_text, read_tsv_text
 
 
-def load_parallel_files(source_path, target_path, skip_empty=False):
-    """Load two line-aligned text files (plain or gzip) as sentence pairs.
+def load_parallel_files(
+    source_path,
+    target_path,
+    skip_empty=True,
+    *,
+    strict=False,
+    max_words=None,
+    max_ratio=None,
+    report=None,
+    with_locations=False,
+):
+    """Stream line-aligned text files (plain or gzip, one or several shards) as sentence pairs.
+
+    Nothing is loaded into memory: the files are read line by line with
+    `tf.data` (see `keras_attention.data.streaming`). First the line counts
+    of each source/target shard pair are compared (newlines counted in
+    chunks); then, as the dataset is read, lines that are not UTF-8, pairs
+    with an empty side and (if asked) pairs that are too long or too unequal
+    in length are skipped and counted in `report`, or raise with `strict`.
 
     Args:
-        source_path: str or path-like. One source sentence a line.
-        target_path: str or path-like. Its translation, line by line.
-        skip_empty: bool. Leave out pairs with an empty side (and log how
-            many) instead of raising. Defaults to False.
+        source_path: str or path-like, a glob pattern (`"train.*.en.gz"`), or
+            a list of them: the source shards, in order.
+        target_path: the target shards, the same way, one per source shard.
+        skip_empty: bool. Skip pairs with an empty side (True) or raise
+            (False). Defaults to True.
+        strict: bool. Raise at the first bad line instead of skipping it; the
+            error names the file and line. Defaults to False.
+        max_words: int or None. Skip pairs with more whitespace-separated
+            words on a side. Defaults to None.
+        max_ratio: float or None. Skip pairs whose word counts differ by more
+            than this factor (Moses' clean-corpus uses 9). Defaults to None.
+        report: a `CorpusReport` that counts what was read, kept and skipped.
+            Defaults to None.
+        with_locations: bool. Add `"FILE line N"` as a third element.
+            Defaults to False.
 
     Returns:
-        A `tf.data.Dataset` of `(source, target)` string scalars.
+        A `tf.data.Dataset` of `(source, target)` string scalars, in file
+        order.
 
     Raises:
-        FileNotFoundError: a file is missing.
-        ValueError: different line counts (both files and counts named), an
-            empty file, a line that is not UTF-8 or (unless `skip_empty`) an
-            empty line (file and line named).
+        FileNotFoundError: a missing file, or a pattern matching nothing.
+        ValueError: a shard pair with different line counts (both files and
+            counts named), different numbers of shards, an empty corpus, a
+            truncated gzip file.
+        tf.errors.InvalidArgumentError: while reading, with `strict` (or
+            `skip_empty=False`): "Corpus error: FILE line N: ..."; see
+            `streaming.corpus_error`.
 
     Example:
 
     >>> pairs = load_parallel_files("corpus.en", "corpus.de")  # doctest: +SKIP
+    >>> shards = load_parallel_files("wmt/train.*.en.gz", "wmt/train.*.de.gz")  # doctest: +SKIP
     """
-    source, target = read_parallel_lines(source_path, target_path, skip_empty=skip_empty)
-    return tf.data.Dataset.from_tensor_slices((source, target))
+    return read_parallel_text(
+        source_path, target_path, strict=strict, skip_empty=skip_empty, max_words=max_words,
+        max_ratio=max_ratio, report=report, with_locations=with_locations,
+    )
 
 
-def load_tsv(path, source_column=0, target_column=1, skip_empty=False):
-    """Load sentence pairs from a tab-separated file (plain or gzip).
+def load_tsv(
+    path,
+    source_column=0,
+    target_column=1,
+    skip_empty=True,
+    *,
+    strict=False,
+    max_words=None,
+    max_ratio=None,
+    report=None,
+    with_locations=False,
+):
+    """Stream sentence pairs from tab-separated files (plain or gzip, one or several).
 
     Lines may have more columns than the two read (as in the Tatoeba/
-    ManyThings files, whose third column is an attribution).
+    ManyThings files, whose third column is an attribution). A line with too
+    few columns is skipped and counted (`malformed`), or raises with `strict`.
 
     Args:
-        path: str or path-like. One pair a line, fields separated by tabs.
+        path: str or path-like, a glob pattern, or a list of them.
         source_column: int. 0-based column of the source. Defaults to 0.
         target_column: int. 0-based column of the target. Defaults to 1.
-        skip_empty: bool. Leave out empty lines and pairs with an empty side
-            (and log how many) instead of raising. Defaults to False.
+        skip_empty, strict, max_words, max_ratio, report, with_locations: as
+            in `load_parallel_files`.
 
     Returns:
         A `tf.data.Dataset` of `(source, target)` string scalars.
-
-    Raises:
-        FileNotFoundError: the file is missing.
-        ValueError: a line with too few columns, an empty side or empty line
-            (unless `skip_empty`), bad UTF-8, an empty file; the file and the
-            1-based line are named.
 
     Example:
 
     >>> pairs = load_tsv("fra.txt")  # doctest: +SKIP
     """
-    for name, value in (("source_column", source_column), ("target_column", target_column)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"`{name}` must be an int >= 0. Received: {name}={value!r}")
-    if source_column == target_column:
-        raise ValueError(
-            "`source_column` and `target_column` must differ. "
-            f"Received: source_column={source_column}, target_column={target_column}"
-        )
-    path = os.fspath(path)
-    needed = max(source_column, target_column) + 1
-    source, target, skipped = [], [], 0
-    for number, line in enumerate(read_all_lines(path), start=1):
-        fields = line.split("\t")
-        where = f"{os.path.basename(path)} line {number}"
-        if not line.strip() or (
-            len(fields) >= needed
-            and not (fields[source_column].strip() and fields[target_column].strip())
-        ):
-            if skip_empty:
-                skipped += 1
-                continue
-            raise ValueError(
-                f"{where}: empty line or empty field (file {path}). "
-                "Pass skip_empty=True to leave such lines out."
-            )
-        if len(fields) < needed:
-            raise ValueError(
-                f"{where}: expected at least {needed} tab-separated columns, found "
-                f"{len(fields)} (file {path}). Received: {line[:80]!r}"
-            )
-        source.append(fields[source_column])
-        target.append(fields[target_column])
-    if skipped:
-        logger.warning("%s: skipped %d empty line(s) or pair(s) with an empty side.", path, skipped)
-    if not source:
-        raise ValueError(f"{path}: no sentence pairs.")
-    return tf.data.Dataset.from_tensor_slices((source, target))
+    return read_tsv_text(
+        path, source_column, target_column, strict=strict, skip_empty=skip_empty,
+        max_words=max_words, max_ratio=max_ratio, report=report, with_locations=with_locations,
+    )
 
 
 def load_tfds_translation(

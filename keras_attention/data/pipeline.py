@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.data.streaming import assert_token_lengths
 from keras_attention.data.text_files import logger
 from keras_attention.layers.validation import check_choice, check_positive_int
 
@@ -29,6 +30,8 @@ class LengthStats:
         max_target_length: longest target seen, `[START] y` (= `y [END]`).
         lengths: int array, per kept pair, the longer of its two sides after
             any truncation (the length bucketing uses).
+        sampled: True when these figures come from the first pairs only
+            (`stats_sample`), not from the whole corpus.
     """
 
     pairs: int
@@ -37,11 +40,12 @@ class LengthStats:
     max_source_length: int
     max_target_length: int
     lengths: np.ndarray = dataclasses.field(repr=False)
+    sampled: bool = False
 
     def __str__(self):
         verb = "dropped" if self.action == "drop" else "truncated"
         return (
-            f"{self.pairs} pairs, {self.long_pairs} over the maximum length {verb} "
+            f"{'in a sample of the first ' if self.sampled else ''}{self.pairs} pairs, {self.long_pairs} over the maximum length {verb} "
             f"(longest source {self.max_source_length}, target {self.max_target_length} tokens)"
         )
 
@@ -61,6 +65,9 @@ def make_translation_dataset(
     drop_remainder=False,
     return_stats=False,
     batch_tokens=None,
+    stats_sample=None,
+    report=None,
+    strict=False,
 ):
     """Turn a dataset of sentence pairs into batches for a translation model.
 
@@ -68,7 +75,10 @@ def make_translation_dataset(
     and `target_out = y [END]`. Pairs longer than `max_length` are dropped or
     truncated; how many is logged (a warning when any) and returned on request.
     One pass over the data happens here to count lengths; with `cache=True`
-    it also fills the cache, so tokenizing happens once.
+    it also fills the cache, so tokenizing happens once. For a corpus too
+    large to hold, pass `cache=False` and `stats_sample=N`: the lengths (for
+    "auto" buckets and the statistics) then come from the first N pairs, and
+    nothing held in memory grows with the corpus.
 
     Args:
         pairs: `tf.data.Dataset` of `(source, target)` string scalars, as the
@@ -102,6 +112,16 @@ def make_translation_dataset(
             per batch; each bucket (bucketing is then on, "auto" by default)
             gets `batch_tokens // its longest length` pairs, so short pairs
             come in larger batches. Defaults to None.
+        stats_sample: int or None. Compute the length statistics from the
+            first `stats_sample` pairs only (a bounded look-ahead) instead of
+            a whole pass. Defaults to None (whole pass).
+        report: a `streaming.CorpusReport` whose `too_long_tokens` counter
+            counts the pairs dropped for length as they stream by. Defaults to
+            None.
+        strict: bool. A pair over `max_length` is an error instead of being
+            dropped; `pairs` must then carry locations (a third element, as
+            the loaders give with `with_locations=True`), which the error
+            names. Defaults to False.
 
     Returns:
         A `tf.data.Dataset` of `((source_ids, target_in), target_out)` int32
@@ -114,7 +134,10 @@ def make_translation_dataset(
     ...                               shuffle=True, seed=1)  # doctest: +SKIP
     >>> model.fit(ds, epochs=10)  # doctest: +SKIP
     """
-    _check_pairs(pairs)
+    located = _check_pairs(pairs)
+    if strict and not located:
+        raise ValueError("`strict=True` needs pairs with locations (load them with "
+                         "`with_locations=True`). Received: pairs with 2 elements")
     if (batch_size is None) == (batch_tokens is None):
         raise ValueError(
             "Give exactly one of `batch_size` (pairs) and `batch_tokens` (a token budget). "
@@ -132,11 +155,24 @@ def make_translation_dataset(
             "`pad_to_bucket_boundary=True` needs `bucket_boundaries` (a list or 'auto'). "
             "Received: bucket_boundaries=None"
         )
+    if pad_to_bucket_boundary and stats_sample is not None and max_length is None:
+        raise ValueError(
+            "`pad_to_bucket_boundary=True` with `stats_sample` needs `max_length` (the sample "
+            "cannot tell the longest pair). Received: max_length=None"
+        )
     sos, eos = target_tokenizer.start_id, target_tokenizer.end_id
     src_sos, src_eos = source_tokenizer.start_id, source_tokenizer.end_id
 
-    def tokenize(source, target):  # (B,) strings -> (B, None) ids
-        return source_tokenizer.tokenize(source), target_tokenizer.tokenize(target)
+    def tokenize(source, target, *location):  # (B,) strings -> (B, None) ids
+        x, y = source_tokenizer.tokenize(source), target_tokenizer.tokenize(target)
+        if on_long == "truncate" or (not strict and report is None):
+            return x, y
+        long = (x.row_lengths() + 2 > max_source) | (y.row_lengths() + 1 > max_target)
+        checks = [report.add("too_long_tokens", tf.reduce_sum(tf.cast(long, tf.int64)))] if report else []
+        if strict:
+            checks.append(assert_token_lengths(long, location[0], f"longer than max_length={max_length} tokens"))
+        with tf.control_dependencies(checks):
+            return tf.identity(x), tf.identity(y)
 
     def densify(x, y):  # Ragged specs of rank 0 -> plain tensors.
         return tf.convert_to_tensor(x), tf.convert_to_tensor(y)
@@ -144,7 +180,8 @@ def make_translation_dataset(
     ids = pairs.batch(1024).map(tokenize, num_parallel_calls=AUTOTUNE).unbatch().map(densify)
     if cache:
         ids = ids.cache()
-    stats = _length_stats(ids, max_source, max_target, on_long)
+    stats = _length_stats(ids if stats_sample is None else ids.take(stats_sample),
+                          max_source, max_target, on_long, sampled=stats_sample is not None)
     _report(stats, max_length)
 
     if on_long == "drop":
@@ -166,35 +203,70 @@ def make_translation_dataset(
         ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
     if isinstance(bucket_boundaries, str) and bucket_boundaries == "auto":
         bucket_boundaries = auto_bucket_boundaries(stats.lengths)
-    if bucket_boundaries or pad_to_bucket_boundary:
-        bucket_boundaries = _check_boundaries(bucket_boundaries)
-        longest = int(stats.lengths.max(initial=0))  # longest pair, markers included
-        if pad_to_bucket_boundary and longest >= max(bucket_boundaries, default=0):
-            bucket_boundaries.append(longest + 1)  # A last bucket up to the longest pair.
-
-        def pair_length(x, y_in, y_out):
-            return tf.maximum(tf.size(x), tf.size(y_in))
-
-        if batch_tokens is None:
-            sizes = [batch_size] * (len(bucket_boundaries) + 1)
-        else:  # As many pairs as fit the budget at each bucket's longest length.
-            longest_in_bucket = [b - 1 for b in bucket_boundaries] + [max(longest, 1)]
-            sizes = [max(1, batch_tokens // max(n, 1)) for n in longest_in_bucket]
-        ds = ds.bucket_by_sequence_length(
-            pair_length,
-            bucket_boundaries,
-            sizes,
-            pad_to_bucket_boundary=pad_to_bucket_boundary,
-            drop_remainder=drop_remainder,
-        )
-    else:
-        ds = ds.padded_batch(batch_size, drop_remainder=drop_remainder)
+    longest = int(stats.lengths.max(initial=0))  # longest pair, markers included
+    if stats.sampled and max_length is not None:  # a longer pair may come after the sample
+        longest = max(longest, min(max(max_source, max_target), np.iinfo(np.int32).max - 1))
+    ds = batch_by_length(ds, batch_size, batch_tokens, bucket_boundaries, longest,
+                         pad_to_bucket_boundary, drop_remainder)
 
     def to_model_inputs(x, y_in, y_out):
         return (x, y_in), y_out
 
     ds = ds.map(to_model_inputs).prefetch(AUTOTUNE)
     return (ds, stats) if return_stats else ds
+
+
+def bucket_sizes(bucket_boundaries, longest, batch_size=None, batch_tokens=None):
+    """Pairs per batch in each bucket: `batch_size` everywhere, or as many as
+    fit `batch_tokens` at the bucket's longest length (the last bucket's
+    longest is `longest`)."""
+    if batch_tokens is None:
+        return [batch_size] * (len(bucket_boundaries) + 1)
+    longest_in_bucket = [b - 1 for b in bucket_boundaries] + [max(longest, 1)]
+    return [max(1, batch_tokens // max(n, 1)) for n in longest_in_bucket]
+
+
+def final_boundaries(bucket_boundaries, longest, pad_to_bucket_boundary):
+    """The checked boundaries `batch_by_length` uses (a last bucket up to the
+    longest pair is added when batches are padded to their boundary)."""
+    bucket_boundaries = _check_boundaries(bucket_boundaries)
+    if pad_to_bucket_boundary and longest >= max(bucket_boundaries, default=0):
+        bucket_boundaries.append(longest + 1)  # A last bucket up to the longest pair.
+    return bucket_boundaries
+
+
+def batch_by_length(ds, batch_size, batch_tokens, bucket_boundaries, longest,
+                    pad_to_bucket_boundary=False, drop_remainder=False):
+    """Batch `(x, y_in, y_out)` id triples, padded with 0, grouped by length or not.
+
+    Args:
+        ds: a `tf.data.Dataset` of three int32 vectors.
+        batch_size: int or None. Pairs per batch (or give `batch_tokens`).
+        batch_tokens: int or None. A token budget per batch; see
+            `bucket_sizes`.
+        bucket_boundaries: None or a sorted list of lengths (already
+            resolved: no "auto"). A pair's length is the longer of `x` and
+            `y_in`.
+        longest: int. The longest pair's length (markers included).
+        pad_to_bucket_boundary, drop_remainder: as in `make_translation_dataset`.
+
+    Returns:
+        The batched `tf.data.Dataset` of `(x, y_in, y_out)`.
+    """
+    if not (bucket_boundaries or pad_to_bucket_boundary):
+        return ds.padded_batch(batch_size, drop_remainder=drop_remainder)
+    bucket_boundaries = final_boundaries(bucket_boundaries, longest, pad_to_bucket_boundary)
+
+    def pair_length(x, y_in, y_out):
+        return tf.maximum(tf.size(x), tf.size(y_in))
+
+    return ds.bucket_by_sequence_length(
+        pair_length,
+        bucket_boundaries,
+        bucket_sizes(bucket_boundaries, longest, batch_size, batch_tokens),
+        pad_to_bucket_boundary=pad_to_bucket_boundary,
+        drop_remainder=drop_remainder,
+    )
 
 
 def auto_bucket_boundaries(lengths, num_buckets=8):
@@ -234,7 +306,7 @@ def padding_fraction(dataset, num_batches=None):
     return zeros / total if total else 0.0
 
 
-def _length_stats(ids, max_source, max_target, on_long):
+def _length_stats(ids, max_source, max_target, on_long, sampled=False):
     def sizes(x, y):
         return tf.size(x) + 2, tf.size(y) + 1
 
@@ -256,6 +328,7 @@ def _length_stats(ids, max_source, max_target, on_long):
         max_source_length=int(source.max(initial=0)),
         max_target_length=int(target.max(initial=0)),
         lengths=kept,
+        sampled=sampled,
     )
 
 
@@ -299,12 +372,14 @@ def _check_pairs(pairs):
     ok = (
         isinstance(pairs, tf.data.Dataset)
         and isinstance(spec, tuple)
-        and len(spec) == 2
+        and len(spec) in (2, 3)
         and all(isinstance(s, tf.TensorSpec) and s.dtype == tf.string for s in spec)
         and all(s.shape.rank == 0 for s in spec)
     )
     if not ok:
         raise ValueError(
-            "`pairs` must be a tf.data.Dataset of (source, target) string scalars. "
+            "`pairs` must be a tf.data.Dataset of (source, target) string scalars "
+            "(or (source, target, location)). "
             f"Received: pairs={type(pairs).__name__} with element_spec={spec}"
         )
+    return len(spec) == 3

@@ -239,10 +239,13 @@ class SubwordTokenizer(tf.Module):
     def from_dataset(cls, dataset, vocab_size, reserved_tokens=RESERVED_TOKENS, **kwargs):
         """Build a vocabulary with `build_vocabulary` and return its tokenizer.
 
-        `lower_case` and `normalization` in `kwargs` go to both.
+        `lower_case` and `normalization` in `kwargs` go to both;
+        `max_sentences` and `total` (the bounded sample) to `build_vocabulary`.
         """
-        options = {k: kwargs.pop(k) for k in ("lower_case", "normalization") if k in kwargs}
+        keys = ("lower_case", "normalization", "max_sentences", "total")
+        options = {k: kwargs.pop(k) for k in keys if k in kwargs}
         vocabulary = build_vocabulary(dataset, vocab_size, reserved_tokens, **options)
+        options.pop("max_sentences", None), options.pop("total", None)
         return cls(vocabulary, **options, **kwargs)
 
 

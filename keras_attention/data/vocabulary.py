@@ -56,8 +56,17 @@ def normalize_text(strings, lower_case=False, normalization="NFKC"):
     return tf.strings.strip(strings)
 
 
+MAX_SENTENCES = 1_000_000
+
+
 def build_vocabulary(
-    dataset, vocab_size, reserved_tokens=RESERVED_TOKENS, lower_case=False, normalization="NFKC"
+    dataset,
+    vocab_size,
+    reserved_tokens=RESERVED_TOKENS,
+    lower_case=False,
+    normalization="NFKC",
+    max_sentences=MAX_SENTENCES,
+    total=None,
 ):
     """Learn a WordPiece vocabulary of at most `vocab_size` tokens from text.
 
@@ -77,6 +86,13 @@ def build_vocabulary(
         lower_case: bool. Lower-case the text. Defaults to False.
         normalization: str or None. Unicode normal form, one of
             `NORMALIZATIONS`. Defaults to `"NFKC"`.
+        max_sentences: int or None. Learn from at most this many sentences,
+            spread evenly over the text (every k-th), so that time and memory
+            are bounded whatever the corpus size. None reads everything.
+            Defaults to 1,000,000.
+        total: int or None. How many sentences `dataset` holds, when its
+            cardinality is unknown (a streamed file: the line count). Without
+            it a longer stream is sampled from its head. Defaults to None.
 
     Returns:
         The vocabulary, a list of str.
@@ -101,6 +117,9 @@ def build_vocabulary(
             f"({len(reserved_tokens)}: {reserved_tokens}). Received: vocab_size={vocab_size}"
         )
     started = time.perf_counter()
+    dataset = _as_dataset(dataset)
+    if max_sentences is not None:
+        dataset = spread_sample(dataset, check_positive_int("max_sentences", max_sentences), total)
     words = _count_words(dataset, lower_case, normalization)
     if not words:
         raise ValueError("`dataset` holds no words to build a vocabulary from.")
@@ -126,10 +145,40 @@ def build_vocabulary(
     return vocabulary
 
 
+def spread_sample(dataset, max_elements, total=None):
+    """At most `max_elements` elements of `dataset`, every k-th one, spread over all of it.
+
+    Args:
+        dataset: a `tf.data.Dataset`.
+        max_elements: int. The sample's largest size.
+        total: int or None. The dataset's length if its cardinality is
+            unknown (for example a file's line count). If neither is known,
+            the first `max_elements` elements are taken, with a log line.
+
+    Returns:
+        A `tf.data.Dataset`: elements 0, k, 2k, ... with k = ceil(total /
+        max_elements), or the whole dataset when it is small enough.
+    """
+    if total is None and int(dataset.cardinality()) >= 0:
+        total = int(dataset.cardinality())
+    if total is None:
+        logger.info("Sampling the first %d elements of a stream of unknown length.", max_elements)
+        return dataset.take(max_elements)
+    if total <= max_elements:
+        return dataset
+    step = -(-total // max_elements)  # ceil
+    every_kth = dataset.enumerate().filter(lambda i, x: i % step == 0)
+    return every_kth.map(lambda i, x: x).take(max_elements)
+
+
+def _as_dataset(dataset):
+    if isinstance(dataset, tf.data.Dataset):
+        return dataset
+    return tf.data.Dataset.from_tensor_slices(tf.constant(list(dataset), tf.string))
+
+
 def _count_words(dataset, lower_case, normalization):
     """Counter of normalised words (str) in `dataset`."""
-    if not isinstance(dataset, tf.data.Dataset):
-        dataset = tf.data.Dataset.from_tensor_slices(tf.constant(list(dataset), tf.string))
     spec = dataset.element_spec
     if not isinstance(spec, tf.TensorSpec) or spec.dtype != tf.string:
         raise ValueError(

@@ -104,3 +104,30 @@ class EpochCheckpoints(keras.callbacks.Callback):
         names = [n for n in os.listdir(self.directory) if re.fullmatch(r"epoch-\d+\.weights\.h5", n)]
         names.sort(key=lambda n: int(n[len("epoch-"):-len(".weights.h5")]))
         return [os.path.join(self.directory, n) for n in names]
+
+
+class CorpusReportCallback(keras.callbacks.Callback):
+    """Print what a streamed corpus skipped, once its first pass is done.
+
+    At the end of the first epoch of `fit` the `CorpusReport`'s counters hold
+    one whole pass over the training data (reset them before `fit` when
+    something else read the data first); this prints them in one line and
+    keeps a copy in `counts` for the run's results.
+
+    Args:
+        report: a `keras_attention.data.CorpusReport` the training data counts into.
+        verbose: bool. Print the line. Defaults to True.
+    """
+
+    def __init__(self, report, verbose=True):
+        super().__init__()
+        self.report = report
+        self.verbose = verbose
+        self.counts = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.counts is not None:
+            return
+        self.counts = self.report.to_dict()
+        if self.verbose:
+            print(f"\nTraining data, first pass: {self.report}")

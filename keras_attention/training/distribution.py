@@ -86,6 +86,26 @@ def is_chief(strategy):
     return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
 
 
+def num_workers(strategy):
+    """The number of worker processes (chief included) of `strategy`'s cluster; 1 without one."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None:
+        return 1
+    cluster = resolver.cluster_spec().as_dict()
+    return max(1, len(cluster.get("worker", [])) + len(cluster.get("chief", [])))
+
+
+def describe(strategy):
+    """The strategy in words: "one device", "MirroredStrategy over 2 devices", ..."""
+    replicas = strategy.num_replicas_in_sync
+    if getattr(strategy, "cluster_resolver", None) is not None:
+        return (f"MultiWorkerMirroredStrategy, {task_name(strategy)} of {num_workers(strategy)} "
+                f"workers, {replicas} replica(s)")
+    if isinstance(strategy, tf.distribute.MirroredStrategy):
+        return f"MirroredStrategy over {replicas} device(s)"
+    return "one device"
+
+
 def task_name(strategy):
     """"chief", or e.g. "worker-1" for another task of a multi-worker cluster."""
     if is_chief(strategy):

@@ -17,8 +17,10 @@ import shutil
 
 import h5py
 import keras
+import tensorflow as tf
 
 STEPS_ATTRIBUTE = "completed_steps"
+EPOCHS_ATTRIBUTE = "completed_epochs"
 
 
 class ResumableBackup(keras.callbacks.BackupAndRestore):
@@ -53,11 +55,12 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
             raise ValueError(f"`save_freq` must be 'epoch' or a positive int. Received: save_freq={save_freq!r}")
         super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=False)
         self.completed_steps = 0
+        self.completed_epochs = 0
         self._epoch_start_step = 0
 
     def restore(self):
         """Load the backup into the model, if there is one; return the completed steps (0 if none)."""
-        self.completed_steps = 0
+        self.completed_steps = self.completed_epochs = 0
         if not os.path.exists(self._weights_path):
             return 0
         optimizer = self.model.optimizer
@@ -67,6 +70,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         self.model.load_weights(self._weights_path)
         with h5py.File(self._weights_path, "r") as f:
             self.completed_steps = int(f.attrs[STEPS_ATTRIBUTE])
+            self.completed_epochs = int(f.attrs.get(EPOCHS_ATTRIBUTE, 0))
         return self.completed_steps
 
     def delete(self):
@@ -84,6 +88,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         super().on_train_batch_end(batch, logs)
 
     def on_epoch_end(self, epoch, logs=None):
+        self.completed_epochs = epoch + 1
         super().on_epoch_end(epoch, logs)  # saves when save_freq == "epoch"
         if self.save_freq != "epoch":
             self._save_model()
@@ -97,10 +102,11 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         self.model.save_weights(partial, overwrite=True)
         with h5py.File(partial, "a") as f:
             f.attrs[STEPS_ATTRIBUTE] = self.completed_steps
+            f.attrs[EPOCHS_ATTRIBUTE] = self.completed_epochs
         os.replace(partial, self._weights_path)
         partial = self._training_metadata_path + ".partial"
         with open(partial, "w") as f:
-            json.dump({STEPS_ATTRIBUTE: self.completed_steps}, f)
+            json.dump({STEPS_ATTRIBUTE: self.completed_steps, EPOCHS_ATTRIBUTE: self.completed_epochs}, f)
         os.replace(partial, self._training_metadata_path)
 
 
@@ -115,11 +121,17 @@ def fit_resumable(model, dataset, epochs, steps_per_epoch, backup, callbacks=(),
     uninterrupted one. Without shuffling it sees the same batches too; with
     shuffling, the rest of epoch `e` comes from a new shuffle of the data.
 
+    With `steps_per_epoch=None` (a streamed corpus whose number of batches
+    is known only once it has been read), an epoch is one pass and a resumed
+    run starts again at the beginning of the epoch it was in, with the
+    weights and optimizer of the latest backup: the batches of that epoch
+    read before the kill are read again.
+
     Args:
         model: a compiled, built `keras.Model`.
         dataset: the training `tf.data.Dataset` (one epoch per pass).
         epochs: int. Total epochs of the run.
-        steps_per_epoch: int. Batches in one pass over `dataset`.
+        steps_per_epoch: int or None. Batches in one pass over `dataset`.
         backup: a `ResumableBackup` whose `restore()` has been called.
         callbacks: other callbacks for `fit`.
         **fit_kwargs: more `fit` arguments (`validation_data`, `verbose`, ...).
@@ -128,23 +140,32 @@ def fit_resumable(model, dataset, epochs, steps_per_epoch, backup, callbacks=(),
         A dict like `History.history`, for the epochs run by this call.
     """
     check_backup_fits(backup, epochs, steps_per_epoch)
-    epoch, offset = divmod(backup.completed_steps, steps_per_epoch)
+    if steps_per_epoch is None:
+        epoch, offset = backup.completed_epochs, 0
+    else:
+        epoch, offset = divmod(backup.completed_steps, steps_per_epoch)
     callbacks = [*callbacks, backup]  # last: an epoch counts as done once all else has run
     history = {}
 
-    def run(data, first_epoch, last_epoch):
+    def run(data, first_epoch, last_epoch, steps_in_epoch=steps_per_epoch):
         if first_epoch >= last_epoch:
             return
+        # A repeated (infinite) dataset needs the epoch's length; a finite one ends by itself.
+        infinite = int(data.cardinality()) == int(tf.data.INFINITE_CARDINALITY)
+        steps = {"steps_per_epoch": steps_in_epoch} if infinite else {}
         result = model.fit(data, initial_epoch=first_epoch, epochs=last_epoch,
-                           callbacks=callbacks, **fit_kwargs)
+                           callbacks=callbacks, **steps, **fit_kwargs)
         for name, values in result.history.items():
             history.setdefault(name, []).extend(values)
 
-    if backup.completed_steps:
+    if backup.completed_steps and steps_per_epoch is None:
+        print(f"Resuming from the backup in {backup.backup_dir}: {backup.completed_steps} steps done; "
+              f"epoch {epoch + 1} starts again from its first batch.")
+    elif backup.completed_steps:
         print(f"Resuming from the backup in {backup.backup_dir}: {backup.completed_steps} steps done "
               f"(epoch {epoch + 1}, step {offset} of {steps_per_epoch}).")
     if offset:
-        run(dataset.skip(offset), epoch, min(epoch + 1, epochs))
+        run(dataset.skip(offset), epoch, min(epoch + 1, epochs), steps_per_epoch - offset)
         epoch += 1
     run(dataset, epoch, epochs)
     return history
@@ -156,6 +177,13 @@ def check_backup_fits(backup, epochs, steps_per_epoch):
     Such a run would train nothing and report the longer run as the shorter
     one; the message says how many epochs the backup holds.
     """
+    if steps_per_epoch is None:
+        if backup.completed_epochs > epochs:
+            raise ValueError(
+                f"The backup in {backup.backup_dir!r} holds {backup.completed_epochs} epochs, more than "
+                f"epochs={epochs} asks for. Ask for at least {backup.completed_epochs} epochs, or remove "
+                "the backup folder to train from the start.")
+        return
     if backup.completed_steps > epochs * steps_per_epoch:
         raise ValueError(
             f"The backup in {backup.backup_dir!r} holds {backup.completed_steps} training steps "

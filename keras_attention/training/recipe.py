@@ -16,7 +16,12 @@ from keras_attention import data
 from keras_attention.decoding.translator import Translator
 from keras_attention.models import build_model
 from keras_attention.training import distribution
-from keras_attention.training.callbacks import BleuCallback, EpochCheckpoints, EpochTimer
+from keras_attention.training.callbacks import (
+    BleuCallback,
+    CorpusReportCallback,
+    EpochCheckpoints,
+    EpochTimer,
+)
 from keras_attention.training.distribution import get_strategy, set_precision
 from keras_attention.training.evaluation import evaluate_bleu
 from keras_attention.training.fault_tolerance import (
@@ -30,7 +35,11 @@ from keras_attention.training.metrics import MaskedTokenAccuracy
 from keras_attention.training.optimizers import Adam
 from keras_attention.training.schedules import TransformerSchedule
 
-DATASETS = ("multi30k", "dates", "files", "tsv", "tfds")
+DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
+# The user's own corpora: cleaned by default (word limits as Moses' clean-corpus-n).
+USER_FILES = ("files", "tsv", "wmt14")
+# Pairs whose lengths are measured before training when a corpus streams.
+STATS_SAMPLE = 100_000
 
 
 @dataclasses.dataclass
@@ -40,13 +49,16 @@ class TrainConfig:
     Attributes:
         model: "transformer", "bahdanau", "luong" or "rnn".
         preset: "tiny", "small", "base" or "big".
-        dataset: "multi30k", "dates" (generated), "files" (two aligned text
-            files), "tsv" (one tab-separated file) or "tfds" (a TFDS data set).
+        dataset: "multi30k", "dates" (generated), "files" (aligned text
+            files, shards and globs allowed), "tsv" (tab-separated files),
+            "tfds" (a TFDS data set), "wmt14" (local WMT14 en-de files in
+            `data_dir`) or "prepared" (a folder from `keras-attention prepare`
+            in `data_dir`).
         source, target: language codes (Multi30k: en, de, fr, cs; TFDS: the
             data set's feature names).
         data_dir: folder holding the corpus (Multi30k files, TFDS data).
         train_files, valid_files, test_files: for "files": (source, target)
-            paths; for "tsv": a 1-tuple with the path.
+            paths or glob patterns; for "tsv": a 1-tuple with the path.
         tfds_name: for "tfds", e.g. "wmt14_translate/de-en".
         vocab_size: WordPiece vocabulary size per language.
         target_vocab_size: a different size for the target side, or None.
@@ -79,6 +91,17 @@ class TrainConfig:
         bleu_sample: validation sentences decoded by the BLEU callback.
         seed: random seed for weights and shuffling.
         overrides: extra model constructor arguments.
+        strict_data: a bad training line (not UTF-8, empty side, too long,
+            too unequal) is an error naming file and line, instead of being
+            skipped and counted.
+        clean: for the user's corpora ("files", "tsv", "wmt14"), skip pairs
+            over `max_words` words or with a word ratio over `max_ratio`.
+        max_words, max_ratio: the cleaning limits.
+        vocab_sample: the vocabularies learn from at most this many training
+            sentences, spread over the corpus.
+        joint_vocabulary: one vocabulary learned from both sides, for both.
+        cache_limit: corpora of at most this many pairs are tokenized once
+            and kept in memory; larger ones stream from disk each epoch.
     """
 
     model: str = "transformer"
@@ -112,43 +135,76 @@ class TrainConfig:
     bleu_sample: int = 200
     seed: int = 0
     overrides: dict = dataclasses.field(default_factory=dict)
+    strict_data: bool = False
+    clean: bool = True
+    max_words: int = 250
+    max_ratio: float = 9.0
+    vocab_sample: int = 1_000_000
+    joint_vocabulary: bool = False
+    cache_limit: int = 200_000
 
 
-def load_splits(config):
-    """(train, valid, test) datasets of string pairs, and a sentence saying what they are."""
+def load_splits(config, report=None):
+    """(train, valid, test) datasets of string pairs, and a sentence saying what they are.
+
+    `report`, a `data.CorpusReport`, counts what the training split skips.
+    Only the training split is cleaned; validation and test sets are read as
+    they are (but for empty lines, skipped).
+    """
+    train_options = _train_text_options(config, report)
     if config.dataset == "multi30k":
-        load = lambda split: data.load_multi30k(config.source, config.target, split, config.data_dir)  # noqa: E731
-        splits = load("train"), load("val"), load("test_2016_flickr")
+        load = lambda split, **kw: data.load_multi30k(config.source, config.target, split, config.data_dir, **kw)  # noqa: E731
+        splits = load("train", report=report), load("val"), load("test_2016_flickr")
         return splits, f"Multi30k {config.source}->{config.target}"
     if config.dataset == "dates":
         sizes = {"train": config.max_train_examples or 20000, "val": 1000, "test": 1000}
         splits = tuple(data.load_dates(n, split, seed=config.seed) for split, n in sizes.items())
         return splits, "the generated dates corpus (human dates -> ISO 8601)"
     if config.dataset == "files":
-        splits = tuple(
-            data.load_parallel_files(*paths) if paths else None
-            for paths in (config.train_files, config.valid_files, config.test_files)
-        )
-        return splits, f"parallel files {config.train_files}"
+        if not config.train_files or len(config.train_files) != 2:
+            raise ValueError("--dataset files needs --train-files SOURCE TARGET (paths or glob patterns). "
+                             f"Received: --train-files {' '.join(config.train_files or ()) or '(none)'}")
+        splits = (data.load_parallel_files(*config.train_files, **train_options),
+                  *(data.load_parallel_files(*paths) if paths else None
+                    for paths in (config.valid_files, config.test_files)))
+        return splits, f"parallel files {config.train_files[0]} / {config.train_files[1]}"
     if config.dataset == "tsv":
-        splits = tuple(
-            data.load_tsv(paths[0]) if paths else None
-            for paths in (config.train_files, config.valid_files, config.test_files)
-        )
+        if not config.train_files:
+            raise ValueError("--dataset tsv needs --train-files FILE. Received: --train-files (none)")
+        splits = (data.load_tsv(config.train_files[0], **train_options),
+                  *(data.load_tsv(paths[0]) if paths else None
+                    for paths in (config.valid_files, config.test_files)))
         return splits, f"TSV file {config.train_files[0]}"
+    if config.dataset == "wmt14":
+        load = lambda split, **kw: data.load_wmt14(config.source, config.target, split, config.data_dir, **kw)  # noqa: E731
+        splits = load("train", **train_options), load("validation"), load("test")
+        return splits, f"WMT14 {config.source}->{config.target} ({config.data_dir})"
     if config.dataset == "tfds":
         load = lambda split: data.load_tfds_translation(  # noqa: E731
             config.tfds_name, config.source, config.target, split, config.data_dir
         )
         return (load("train"), load("validation"), load("test")), f"TFDS {config.tfds_name}"
+    if config.dataset == "prepared":
+        corpus = data.PreparedCorpus(config.data_dir)
+        splits = [None] + [data.load_parallel_files(*files) if files else None
+                           for files in (corpus.text_split("valid"), corpus.text_split("test"))]
+        return tuple(splits), f"prepared corpus {config.data_dir} ({corpus.num_pairs:,} pairs)"
     raise ValueError(f"`dataset` must be one of {DATASETS}. Received: dataset={config.dataset!r}")
 
 
-def _source_side(source, target):
+def _train_text_options(config, report):
+    """The streaming loaders' options for the training split of the user's own files."""
+    clean = config.clean and config.dataset in USER_FILES
+    return dict(strict=config.strict_data, report=report, with_locations=config.strict_data,
+                max_words=config.max_words if clean else None,
+                max_ratio=config.max_ratio if clean else None)
+
+
+def _source_side(source, target, *location):
     return source
 
 
-def _target_side(source, target):
+def _target_side(source, target, *location):
     return target
 
 
@@ -156,7 +212,33 @@ def _sides(pairs):
     return pairs.map(_source_side), pairs.map(_target_side)
 
 
+def _build_tokenizers(config, train_pairs, total):
+    """Source and target tokenizers learned from a bounded sample of the training pairs."""
+    source_texts, target_texts = _sides(train_pairs)
+    options = dict(lower_case=config.lower_case, max_sentences=config.vocab_sample)
+    if config.joint_vocabulary:
+        both = source_texts.concatenate(target_texts)
+        joint = data.SubwordTokenizer.from_dataset(
+            both, config.target_vocab_size or config.vocab_size,
+            total=2 * total if total else None, **options)
+        return joint, joint
+    source_tok = data.SubwordTokenizer.from_dataset(source_texts, config.vocab_size, total=total, **options)
+    target_size = config.target_vocab_size or config.vocab_size
+    target_tok = data.SubwordTokenizer.from_dataset(target_texts, target_size, total=total, **options)
+    return source_tok, target_tok
+
+
+def _estimate_steps(pairs, stats, config):
+    """About how many batches one pass over `pairs` pairs gives (for the warm-up)."""
+    kept = pairs * (1 - stats.long_pairs / max(stats.pairs, 1)) if stats.action == "drop" else pairs
+    if config.batch_tokens:
+        mean = float(stats.lengths.mean()) if stats.lengths.size else 1.0
+        return max(1, int(kept * mean / config.batch_tokens))
+    return max(1, int(kept / config.batch_size))
+
+
 def _compile(model, config, steps_per_epoch, jit_compile):
+    """Compile with the recipe's loss, metric and optimizer (`steps_per_epoch` may be an estimate)."""
     if config.learning_rate is not None:
         rate = config.learning_rate
     elif config.model == "transformer":
@@ -177,6 +259,121 @@ def _compile(model, config, steps_per_epoch, jit_compile):
     )
 
 
+@dataclasses.dataclass
+class TrainingData:
+    """What `prepare_data` makes ready for `fit` (see there)."""
+
+    train: tf.data.Dataset
+    valid: tf.data.Dataset
+    valid_pairs: tf.data.Dataset
+    test_pairs: tf.data.Dataset
+    source_tokenizer: data.SubwordTokenizer
+    target_tokenizer: data.SubwordTokenizer
+    steps_per_epoch: int
+    schedule_steps: int
+    max_length: int
+    description: str
+    report: data.CorpusReport
+    streaming: bool
+    prepared_counts: dict = None
+
+
+def prepare_data(config, strategy):
+    """Load the corpus, learn or read the vocabularies and make the batches.
+
+    A corpus of at most `config.cache_limit` pairs is tokenized once and
+    cached, and its exact number of batches counted. A larger one streams:
+    nothing that grows with it is kept in memory, the lengths come from its
+    first `STATS_SAMPLE` pairs, an epoch is one pass (`steps_per_epoch` is
+    None) and the warm-up uses an estimate of the steps. A prepared corpus
+    streams from its shards and knows its exact number of batches.
+    """
+    report = data.CorpusReport()
+    (train_pairs, valid_pairs, test_pairs), description = load_splits(config, report)
+    workers = distribution.num_workers(strategy)
+    if config.dataset == "prepared":
+        return _prepared_data(config, valid_pairs, test_pairs, description, report, workers)
+    total = report.lines if report.lines is not None else int(train_pairs.cardinality())
+    total = None if total is not None and total < 0 else total
+    if config.max_train_examples:
+        train_pairs = train_pairs.take(config.max_train_examples)
+        total = min(total, config.max_train_examples) if total else config.max_train_examples
+    streaming = total is None or total > config.cache_limit
+    if streaming and workers > 1:
+        raise ValueError(
+            f"A corpus of more than {config.cache_limit:,} pairs streams, and under "
+            "MultiWorkerMirroredStrategy each worker needs a known number of batches: prepare it "
+            "once with `keras-attention prepare` and train with --data-dir PREPARED. "
+            f"Received: {total or 'an unknown number of'} pairs")
+
+    started = time.time()
+    source_tok, target_tok = _build_tokenizers(config, train_pairs, total)
+    print(f"Vocabularies: {source_tok.vocab_size} source and {target_tok.vocab_size} target tokens"
+          f"{' (joint)' if source_tok is target_tok else ''}, from at most {config.vocab_sample:,} "
+          f"sentences ({time.time() - started:.0f} s).")
+    report.reset()  # count the training pass only, not the vocabulary's sample
+
+    # Under XLA every new batch shape costs a compilation: pad each batch to its
+    # bucket's boundary and drop the ragged last batch, so a few shapes recur.
+    train_ds, stats = data.make_translation_dataset(
+        train_pairs, source_tok, target_tok, None if config.batch_tokens else config.batch_size,
+        batch_tokens=config.batch_tokens, max_length=config.max_length,
+        bucket_boundaries="auto", pad_to_bucket_boundary=config.jit_compile,
+        drop_remainder=config.jit_compile, shuffle=True, seed=config.seed, return_stats=True,
+        cache=not streaming, stats_sample=STATS_SAMPLE if streaming else None, report=report,
+        strict=config.strict_data and len(train_pairs.element_spec) == 3,
+    )
+    if streaming:
+        report.reset()  # the length sample read the corpus' head: count from the first epoch on
+        steps_per_epoch, schedule_steps = None, _estimate_steps(total or STATS_SAMPLE, stats, config)
+    else:
+        steps_per_epoch = int(train_ds.cardinality())
+        if steps_per_epoch < 0:  # bucketing hides the count: count once, then declare it
+            steps_per_epoch = sum(1 for _ in train_ds)
+            train_ds = train_ds.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
+        schedule_steps = steps_per_epoch
+    if steps_per_epoch == 0:
+        raise ValueError(f"The training data gives no full batch ({stats}); use a smaller "
+                         f"--batch-size (now {config.batch_size}) or --batch-tokens, or more data.")
+    valid_ds = _valid_batches(config, valid_pairs, source_tok, target_tok, config.max_length)
+    return TrainingData(train_ds, valid_ds, valid_pairs, test_pairs, source_tok, target_tok,
+                        steps_per_epoch, schedule_steps, config.max_length, description, report,
+                        streaming)
+
+
+def _prepared_data(config, valid_pairs, test_pairs, description, report, workers):
+    corpus = data.PreparedCorpus(config.data_dir)
+    source_tok, target_tok = corpus.tokenizers()
+    batching = dict(batch_size=None if config.batch_tokens else config.batch_size,
+                    batch_tokens=config.batch_tokens, pad_to_bucket_boundary=config.jit_compile,
+                    num_workers=workers)
+    steps_per_epoch = corpus.steps_per_epoch(**batching)
+    if steps_per_epoch == 0:
+        raise ValueError(f"{config.data_dir}: {corpus.num_pairs:,} pairs give no full batch per worker; "
+                         f"use a smaller --batch-size (now {config.batch_size}) or --batch-tokens.")
+    # Repeated, with a fixed number of steps an epoch: every worker does the same number.
+    train_ds = corpus.dataset(**batching, seed=config.seed, repeat=True)
+    counts = corpus.manifest.get("counts", {})
+    skipped = {k: v for k, v in counts.items() if k not in ("lines", "read", "kept") and v}
+    print(f"Prepared corpus: {corpus.num_pairs:,} pairs in {len(corpus.files)} shards, "
+          f"{steps_per_epoch} steps an epoch; skipped when prepared: {skipped or 'none'}.")
+    max_length = max(corpus.max_length)
+    valid_ds = _valid_batches(config, valid_pairs, source_tok, target_tok, max_length)
+    return TrainingData(train_ds, valid_ds, valid_pairs, test_pairs, source_tok, target_tok,
+                        steps_per_epoch, steps_per_epoch, max_length, description, report, True,
+                        prepared_counts=counts)
+
+
+def _valid_batches(config, valid_pairs, source_tok, target_tok, max_length):
+    if valid_pairs is None:
+        return None
+    valid_ds = data.make_translation_dataset(
+        valid_pairs, source_tok, target_tok, config.batch_size, max_length=max_length,
+        on_long="truncate",
+    )
+    return valid_ds.apply(tf.data.experimental.assert_cardinality(sum(1 for _ in valid_ds)))
+
+
 def train(config, verbose=1):
     """Run a whole training job; return `(translator, results)`.
 
@@ -184,8 +381,22 @@ def train(config, verbose=1):
     finished run unless `config.keep_backup`), `checkpoints/` (the last epochs' weights), `translator/`
     (model and vocabularies; written before training, for evaluators, and
     after), `history.csv` and `results.json` (BLEU on the test split,
-    timings, steps, the configuration).
+    timings, steps, what the corpus reader skipped, the configuration).
+
+    Raises:
+        data.CorpusError: with `strict_data`, the first bad training line
+            (file and line named).
     """
+    try:
+        return _train(config, verbose)
+    except tf.errors.InvalidArgumentError as error:
+        problem = data.corpus_error(error)
+        if problem is None:
+            raise
+        raise problem from None
+
+
+def _train(config, verbose):
     strategy = get_strategy(config.strategy)  # first: a multi-worker strategy must precede any TF op
     output_dir = config.output_dir
     if not distribution.is_chief(strategy):
@@ -194,51 +405,24 @@ def train(config, verbose=1):
     keras.utils.set_random_seed(config.seed)
     set_precision(config.precision)
     jit_compile = config.jit_compile and distribution.xla_supported(strategy)
-    (train_pairs, valid_pairs, test_pairs), description = load_splits(config)
-    if config.max_train_examples:
-        train_pairs = train_pairs.take(config.max_train_examples)
-    print(f"Data: {description}. Strategy: {type(strategy).__name__} with "
-          f"{strategy.num_replicas_in_sync} replica(s), global batch "
-          f"{f'{config.batch_tokens} tokens' if config.batch_tokens else config.batch_size}. "
+    batch = f"{config.batch_tokens} tokens" if config.batch_tokens else config.batch_size
+    print(f"Strategy: {distribution.describe(strategy)}, global batch {batch}. "
           f"Precision: {config.precision}. XLA: {'on' if jit_compile else 'off'}.")
-
-    started = time.time()
-    source_texts, target_texts = _sides(train_pairs)
-    options = dict(lower_case=config.lower_case)
-    source_tok = data.SubwordTokenizer.from_dataset(source_texts, config.vocab_size, **options)
-    target_size = config.target_vocab_size or config.vocab_size
-    target_tok = data.SubwordTokenizer.from_dataset(target_texts, target_size, **options)
-    print(f"Vocabularies: {source_tok.vocab_size} source and {target_tok.vocab_size} target "
-          f"tokens ({time.time() - started:.0f} s).")
-
-    # Under XLA every new batch shape costs a compilation: pad each batch to its
-    # bucket's boundary and drop the ragged last batch, so a few shapes recur.
-    train_ds = data.make_translation_dataset(
-        train_pairs, source_tok, target_tok, None if config.batch_tokens else config.batch_size,
-        batch_tokens=config.batch_tokens, max_length=config.max_length,
-        bucket_boundaries="auto", pad_to_bucket_boundary=config.jit_compile,
-        drop_remainder=config.jit_compile, shuffle=True, seed=config.seed,
-    )
-    valid_ds = None
-    if valid_pairs is not None:
-        valid_ds = data.make_translation_dataset(
-            valid_pairs, source_tok, target_tok, config.batch_size, max_length=config.max_length,
-            on_long="truncate",
-        )
-        valid_ds = valid_ds.apply(tf.data.experimental.assert_cardinality(sum(1 for _ in valid_ds)))
-    steps_per_epoch = int(train_ds.cardinality())
-    if steps_per_epoch < 0:  # bucketing hides the count: count once, then declare it
-        steps_per_epoch = sum(1 for _ in train_ds)
-        train_ds = train_ds.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
+    prepared = prepare_data(config, strategy)
+    print(f"Data: {prepared.description}"
+          f"{'; streamed from disk' if prepared.streaming else '; tokenized once, cached in memory'}.")
+    train_ds, valid_ds, steps_per_epoch = prepared.train, prepared.valid, prepared.steps_per_epoch
+    source_tok, target_tok = prepared.source_tokenizer, prepared.target_tokenizer
+    valid_pairs, test_pairs = prepared.valid_pairs, prepared.test_pairs
 
     with strategy.scope():
         model = build_model(
             config.model, config.preset, source_tok.vocab_size, target_tok.vocab_size,
-            max_length=config.max_length, **config.overrides,
+            max_length=prepared.max_length, **config.overrides,
         )
         (source_ids, target_in), _ = next(iter(train_ds))
         model((source_ids[:1], target_in[:1]))  # build the weights (BackupAndRestore needs them)
-        _compile(model, config, steps_per_epoch, jit_compile)
+        _compile(model, config, prepared.schedule_steps, jit_compile)
         if getattr(strategy, "cluster_resolver", None) is not None:
             distribution.adapt_to_multi_worker(model, next(iter(train_ds)))
 
@@ -246,10 +430,11 @@ def train(config, verbose=1):
     backup.set_model(model)
     resumed_from = backup.restore()
     check_backup_fits(backup, config.epochs, steps_per_epoch)  # before anything is written
-    translator = Translator(model, source_tok, target_tok, config.max_length, config.max_length)
+    translator = Translator(model, source_tok, target_tok, prepared.max_length, prepared.max_length)
     # Early too (evaluators need the vocabularies); after the restore, so a resumed run's copy is its latest state.
     translator.save(os.path.join(output_dir, "translator"))
-    callbacks = []  # BLEU first, so that the CSV log has its scores
+    report_callback = CorpusReportCallback(prepared.report, verbose=bool(verbose))
+    callbacks = [] if config.dataset == "prepared" else [report_callback]  # BLEU next, for the CSV log
     if valid_pairs is not None and config.bleu_sample:
         sample = [(s.decode(), t.decode()) for s, t in valid_pairs.take(config.bleu_sample).as_numpy_iterator()]
         callbacks.append(BleuCallback(translator, sample, verbose=bool(verbose)))
@@ -257,6 +442,8 @@ def train(config, verbose=1):
         callbacks.append(EpochCheckpoints(os.path.join(output_dir, "checkpoints"), config.keep_checkpoints))
     history_path = os.path.join(output_dir, "history.csv")
     callbacks += [EpochTimer(), keras.callbacks.CSVLogger(history_path, append=resumed_from > 0), keras.callbacks.TerminateOnNaN()]
+    if prepared.streaming:
+        prepared.report.reset()  # building the model read ahead: count from the first epoch's start
     fit_started = time.time()
     fit_resumable(model, train_ds, config.epochs, steps_per_epoch, backup, callbacks,
                   validation_data=valid_ds, verbose=verbose, shuffle=False)  # the dataset shuffles
@@ -269,10 +456,11 @@ def train(config, verbose=1):
         train_seconds = sum(epoch_seconds)  # every process of a resumed job, not only this one
 
     translator.save(os.path.join(output_dir, "translator"))
-    results = {"data": description, "train_seconds": round(train_seconds, 1),
+    results = {"data": prepared.description, "train_seconds": round(train_seconds, 1),
                "parameters": int(model.count_params()), "steps": backup.completed_steps,
                "steps_per_epoch": steps_per_epoch, "resumed_from_step": resumed_from,
-               "replicas": strategy.num_replicas_in_sync, "config": dataclasses.asdict(config)}
+               "replicas": strategy.num_replicas_in_sync, "config": dataclasses.asdict(config),
+               "data_counts": prepared.prepared_counts or report_callback.counts or prepared.report.to_dict()}
     if test_pairs is not None:
         scores = evaluate_bleu(translator, test_pairs)
         results["test"] = {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")}

@@ -1,0 +1,86 @@
+"""`keras-attention prepare`: a corpus tokenized once into sharded TFRecords for `train --data-dir`.
+
+The same data options as `train` (dataset, files, cleaning, vocabulary) are
+read from a `TrainConfig`; the vocabularies are learned from a bounded sample,
+then `data.prepare_corpus` streams the training pairs into shuffled shards.
+The validation and test sets (small) are written next to them as text.
+"""
+
+import os
+import shutil
+import time
+
+import tensorflow as tf
+
+from keras_attention import data
+from keras_attention.training.recipe import _build_tokenizers, load_splits
+
+
+def prepare(config, output_dir, shard_size=200_000, overwrite=False):
+    """Prepare `config`'s training data in `output_dir`; return the manifest.
+
+    Args:
+        config: a `TrainConfig` (its data fields: `dataset`, `source`,
+            `target`, `data_dir`, `train_files`, `valid_files`, `test_files`,
+            `tfds_name`, `vocab_size`, `target_vocab_size`, `lower_case`,
+            `joint_vocabulary`, `vocab_sample`, `max_length`, `clean`,
+            `max_words`, `max_ratio`, `strict_data`, `max_train_examples`,
+            `seed`).
+        output_dir: str. A new or empty folder.
+        shard_size: int. Pairs per shard, about. Defaults to 200,000.
+        overwrite: bool. Replace a prepared corpus in `output_dir`.
+
+    Returns:
+        The manifest dict.
+
+    Raises:
+        ValueError: bad options, a folder that already holds something, or
+            (`strict_data`) a `data.CorpusError` naming a bad line. Nothing
+            is left behind in a folder this call created.
+    """
+    if config.dataset == "prepared":
+        raise ValueError("The data is already prepared. Received: --dataset prepared")
+    created = not os.path.exists(output_dir)
+    try:
+        return _prepare(config, output_dir, shard_size, overwrite)
+    except tf.errors.InvalidArgumentError as error:
+        _clean_up(output_dir, created)
+        problem = data.corpus_error(error)
+        if problem is None:
+            raise
+        raise problem from None
+    except (Exception, KeyboardInterrupt):
+        _clean_up(output_dir, created)
+        raise
+
+
+def _prepare(config, output_dir, shard_size, overwrite):
+    started = time.time()
+    report = data.CorpusReport()
+    (train_pairs, valid_pairs, test_pairs), description = load_splits(config, report)
+    if len(train_pairs.element_spec) == 3:  # locations are for strict errors only
+        train_pairs = train_pairs.map(lambda s, t, where: (s, t))
+    total = report.lines if report.lines is not None else int(train_pairs.cardinality())
+    total = total if total and total > 0 else None
+    if config.max_train_examples:
+        train_pairs = train_pairs.take(config.max_train_examples)
+        total = min(total or config.max_train_examples, config.max_train_examples)
+    if total is None:
+        raise ValueError(f"{description}: cannot tell how many pairs it holds; give --max-train-examples.")
+    source_tok, target_tok = _build_tokenizers(config, train_pairs, total)
+    print(f"Vocabularies: {source_tok.vocab_size} source and {target_tok.vocab_size} target tokens "
+          f"({time.time() - started:.0f} s).")
+    report.reset()
+    return data.prepare_corpus(
+        train_pairs, source_tok, target_tok, output_dir, config.max_length, num_pairs=total,
+        shard_size=shard_size, seed=config.seed, report=report, valid_pairs=valid_pairs,
+        test_pairs=test_pairs, overwrite=overwrite, metadata={
+            "data": description, "source_language": config.source, "target_language": config.target,
+            "joint_vocabulary": source_tok is target_tok,
+        },
+    )
+
+
+def _clean_up(folder, created):
+    if created and os.path.isdir(folder):
+        shutil.rmtree(folder, ignore_errors=True)
