@@ -253,8 +253,12 @@ def read_parallel_text(
         return lines.map(lambda s, t, n: (s, t, index, n))
 
     lines = tf.data.Dataset.range(len(sources)).flat_map(shard)
-    check = _checker(source_table, strict, skip_empty, max_words, max_ratio, report, with_locations)
-    return lines.batch(_BATCH).map(check, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    check = _checker(source_table, strict, skip_empty, max_words, max_ratio, report, with_locations,
+                     target_table)
+    pairs = lines.batch(_BATCH).map(check, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    if strict and counts:  # nothing is skipped (a bad line is an error): the length is known
+        pairs = pairs.apply(tf.data.experimental.assert_cardinality(sum(counts)))
+    return pairs
 
 
 def read_tsv_text(
@@ -310,8 +314,12 @@ def read_tsv_text(
     return lines.map(check, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
 
 
-def _checker(files, strict, skip_empty, max_words, max_ratio, report, with_locations):
-    """The batched check: `(B,)` lines in, the kept pairs out, counts and errors as set."""
+def _checker(files, strict, skip_empty, max_words, max_ratio, report, with_locations, target_files=None):
+    """The batched check: `(B,)` lines in, the kept pairs out, counts and errors as set.
+
+    Errors name the source file, or the target file when only the target
+    side of the line is bad (`target_files`: the target shards' names).
+    """
 
     def check(source, target, index, number, malformed=None):
         bad = {}
@@ -336,12 +344,20 @@ def _checker(files, strict, skip_empty, max_words, max_ratio, report, with_locat
             shorter = tf.cast(tf.maximum(tf.minimum(source_words, target_words), 1), tf.float64)
             bad["bad_ratio"] = (longer > max_ratio * shorter) & ~seen
             seen |= bad["bad_ratio"]
-        location = tf.strings.join(
-            [tf.gather(files, index), " line ", tf.strings.as_string(number)])
+        line = tf.strings.as_string(number)
+        location = tf.strings.join([tf.gather(files, index), " line ", line])
+        blame_target = tf.zeros_like(seen)
+        if target_files is not None:
+            source_bad = ~source_ok | (tf.strings.length(tf.strings.strip(source)) == 0)
+            blame_target = ~source_bad
+            target_location = tf.strings.join([tf.gather(target_files, index), " line ", line])
         updates = []
         for reason, mask in bad.items():
             if strict or (reason == "empty" and not skip_empty):
-                updates.append(_assert_none(mask, location, reason))
+                where = location
+                if target_files is not None and reason in ("not_utf8", "empty"):
+                    where = tf.where(blame_target, target_location, location)
+                updates.append(_assert_none(mask, where, reason))
             if report is not None:
                 updates.append(report.add(reason, tf.reduce_sum(tf.cast(mask, tf.int64))))
         if report is not None:

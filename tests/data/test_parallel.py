@@ -2,9 +2,10 @@ import gzip
 import os
 
 import pytest
+import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from keras_attention.data import load_parallel_files, load_tfds_translation, load_tsv
+from keras_attention.data import CorpusReport, corpus_error, load_parallel_files, load_tfds_translation, load_tsv
 
 
 def pairs_of(dataset):
@@ -26,20 +27,28 @@ def test_parallel_files(tmp_path, compress):
     assert pairs_of(pairs) == [("A dog.", "Ein Hund."), ("Two cats.", "Zwei Katzen.")]
 
 
+def strict_error(dataset):
+    """The one-line corpus error a strict dataset raises while it is read."""
+    with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+        list(dataset)
+    return str(corpus_error(caught.value))
+
+
 def test_parallel_files_errors_name_the_files(tmp_path):
     source = write(tmp_path / "corpus.en", "a\nb\n")
     with pytest.raises(FileNotFoundError, match="missing.de"):
         load_parallel_files(source, tmp_path / "missing.de")
     with pytest.raises(ValueError, match="corpus.en has 2 lines.*three.de has 3 lines"):
         load_parallel_files(source, write(tmp_path / "three.de", "x\ny\nz\n"))
-    with pytest.raises(ValueError, match="blank.de line 2: empty line"):
-        load_parallel_files(source, write(tmp_path / "blank.de", "x\n\n"))
-    with pytest.raises(ValueError, match="nothing.de: the file is empty"):
-        load_parallel_files(source, write(tmp_path / "nothing.de", ""))
+    with pytest.raises(ValueError, match="the corpus is empty"):
+        load_parallel_files(write(tmp_path / "none.en", ""), write(tmp_path / "nothing.de", ""))
+    blank = write(tmp_path / "blank.de", "x\n\n")
+    assert strict_error(load_parallel_files(source, blank, skip_empty=False)).endswith(
+        "blank.de line 2: an empty side")
     latin1 = tmp_path / "latin1.de"
     latin1.write_bytes("x\nGrüße\n".encode("latin-1"))
-    with pytest.raises(ValueError, match="latin1.de line 2: not valid UTF-8"):
-        load_parallel_files(source, latin1)
+    assert strict_error(load_parallel_files(source, latin1, strict=True)).endswith(
+        "latin1.de line 2: not valid UTF-8")
 
 
 def test_tsv_with_extra_columns(tmp_path):
@@ -51,12 +60,14 @@ def test_tsv_with_extra_columns(tmp_path):
 
 def test_tsv_errors_name_file_and_line(tmp_path):
     path = write(tmp_path / "pairs.tsv", "a\tb\nno tab here\nc\td\n")
-    with pytest.raises(ValueError, match="pairs.tsv line 2: expected at least 2 tab-separated"):
-        load_tsv(path)
+    assert strict_error(load_tsv(path, strict=True)).endswith(
+        "pairs.tsv line 2: too few tab-separated columns")
+    report = CorpusReport()
+    assert pairs_of(load_tsv(path, report=report)) == [("a", "b"), ("c", "d")]
+    assert report.counts()["malformed"] == 1
     path = write(tmp_path / "gaps.tsv", "a\tb\n\t x\nc\td\n\n")
-    with pytest.raises(ValueError, match="gaps.tsv line 2: empty line or empty field"):
-        load_tsv(path)
-    assert pairs_of(load_tsv(path, skip_empty=True)) == [("a", "b"), ("c", "d")]
+    assert strict_error(load_tsv(path, skip_empty=False)).endswith("gaps.tsv line 2: an empty side")
+    assert pairs_of(load_tsv(path)) == [("a", "b"), ("c", "d")]
     with pytest.raises(ValueError, match="source_column=1, target_column=1"):
         load_tsv(path, source_column=1, target_column=1)
     with pytest.raises(ValueError, match="target_column=-1"):
