@@ -113,9 +113,9 @@ def prepare_corpus(
                                     max_source, max_target, dtype, histograms, seed)
     for index, name in enumerate(names):  # second pass: one shard in memory at a time
         _shuffle_shard(os.path.join(output_dir, name), seed + 1 + index)
+    counts = report.to_dict() if report else {}  # before the small splits are read
     splits = {name: _write_text(pairs, output_dir, name) if pairs is not None else None
               for name, pairs in (("valid", valid_pairs), ("test", test_pairs))}
-    counts = report.to_dict() if report else {}
     counts["too_long_tokens"] = too_long
     manifest = {
         "format": FORMAT,
