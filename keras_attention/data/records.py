@@ -19,8 +19,8 @@ so every shard is a random sample of the corpus. `PreparedCorpus.dataset`
 then reads the shards in a new random order each epoch, interleaved, through
 a bounded shuffle buffer, buckets them by length and batches them by pairs or
 by tokens. Under `MultiWorkerMirroredStrategy` each worker reads its own
-shards (`AutoShardPolicy.FILE`) when there are at least as many shards as
-workers; otherwise every worker reads all shards and keeps its share of the
+shards (worker i reads shards i, i + workers, ...) when there are at least as
+many shards as workers; otherwise every worker reads all shards and keeps its share of the
 batches (`DATA`), with a warning.
 """
 
@@ -240,8 +240,12 @@ class PreparedCorpus:
         """Full batches one pass gives (the remainder of each bucket is dropped).
 
         Exact for one worker, as bucketing puts every pair of a length in the
-        same bucket. With several workers reading their own shards, the
-        smallest worker's count, so every worker can do that many steps.
+        same bucket. Under `MultiWorkerMirroredStrategy` a step takes
+        `1 / num_workers` of a batch from each worker. When the workers read
+        their own shards, each batch a worker makes lasts `num_workers` steps,
+        and the count is the smallest worker's, so that every worker has data
+        for every step of a (repeated) epoch. When every worker reads all
+        shards, each keeps its part of every batch: one step a batch.
         """
         boundaries = self._boundaries(bucket_boundaries, pad_to_bucket_boundary)
         sizes = bucket_sizes(boundaries, self.longest(), batch_size, batch_tokens)
@@ -254,12 +258,12 @@ class PreparedCorpus:
             lengths = np.arange(histogram.size)
             np.add.at(per_bucket, np.searchsorted(boundaries, lengths, side="right"), histogram)
             batches = sum(int(n) // size for n, size in zip(per_bucket, sizes))
-            steps.append(batches if self._file_sharded(num_workers) else batches // num_workers)
+            steps.append(batches * num_workers if self._file_sharded(num_workers) else batches)
         return min(steps)
 
     def dataset(self, batch_size=None, batch_tokens=None, bucket_boundaries="auto",
                 pad_to_bucket_boundary=True, shuffle=True, shuffle_buffer=16384, seed=None,
-                num_workers=1, repeat=False, cycle_length=16):
+                num_workers=1, worker_index=0, repeat=False, cycle_length=16):
         """Training batches `((source_ids, target_in), target_out)` from the shards.
 
         Args:
@@ -275,8 +279,16 @@ class PreparedCorpus:
             shuffle_buffer: int. Pairs in the shuffle buffer. Defaults to
                 16384.
             seed: int or None. Defaults to None.
-            num_workers: int. Workers of a multi-worker strategy (sets the
-                auto-shard policy). Defaults to 1.
+            num_workers: int. Workers of a multi-worker strategy. Defaults
+                to 1.
+            worker_index: int. This worker's index in `[0, num_workers)`.
+                With at least as many shards as workers, the worker reads
+                shards `worker_index`, `worker_index + num_workers`, ... and
+                nothing else (TensorFlow's FILE auto-sharding cannot see
+                through length bucketing, so the shards are split here and
+                auto-sharding is off). With fewer shards, every worker reads
+                everything and the strategy keeps its share of the batches
+                (DATA auto-sharding), with a warning. Defaults to 0.
             repeat: bool. Repeat forever (then give `fit` the
                 `steps_per_epoch`). Defaults to False.
             cycle_length: int. Shards read at once. Defaults to 16.
@@ -289,11 +301,17 @@ class PreparedCorpus:
                              f"Received: batch_size={batch_size!r}, batch_tokens={batch_tokens!r}")
         check_positive_int("batch_size" if batch_size is not None else "batch_tokens",
                            batch_size if batch_size is not None else batch_tokens)
+        check_positive_int("num_workers", num_workers)
+        if not 0 <= worker_index < num_workers:
+            raise ValueError(f"`worker_index` must be in [0, num_workers={num_workers}). "
+                             f"Received: worker_index={worker_index!r}")
         boundaries = self._boundaries(bucket_boundaries, pad_to_bucket_boundary)
-        files = tf.data.Dataset.from_tensor_slices(self.files)
+        file_sharded = self._file_sharded(num_workers)
+        paths = self.files[worker_index::num_workers] if file_sharded else self.files
+        files = tf.data.Dataset.from_tensor_slices(paths)
         if shuffle:
-            files = files.shuffle(len(self.files), seed=seed, reshuffle_each_iteration=True)
-        records = files.interleave(tf.data.TFRecordDataset, cycle_length=min(cycle_length, len(self.files)),
+            files = files.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
+        records = files.interleave(tf.data.TFRecordDataset, cycle_length=min(cycle_length, len(paths)),
                                    block_length=1, num_parallel_calls=AUTOTUNE)
         if shuffle:
             records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
@@ -307,9 +325,8 @@ class PreparedCorpus:
             batches = batches.repeat()
         options = tf.data.Options()
         policy = tf.data.experimental.AutoShardPolicy
-        options.experimental_distribute.auto_shard_policy = (
-            policy.FILE if self._file_sharded(num_workers) else policy.DATA)
-        if num_workers > 1 and not self._file_sharded(num_workers):
+        options.experimental_distribute.auto_shard_policy = policy.OFF if file_sharded else policy.DATA
+        if num_workers > 1 and not file_sharded:
             logger.warning("%d shards for %d workers: every worker reads every shard and keeps its "
                            "share of the batches. Prepare with a smaller --shard-size for one "
                            "shard a worker at least.", len(self.files), num_workers)

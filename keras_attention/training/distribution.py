@@ -161,3 +161,14 @@ def _logs_as_vectors(step):
                 for name, value in logs.items()}
 
     return step_with_vector_logs
+
+
+def worker_index(strategy):
+    """This process's index among `num_workers(strategy)` workers: the chief is 0, then the workers."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return 0
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    if resolver.task_type == "chief":
+        return 0
+    return resolver.task_id + (1 if has_chief else 0)

@@ -292,7 +292,7 @@ def prepare_data(config, strategy):
     (train_pairs, valid_pairs, test_pairs), description = load_splits(config, report)
     workers = distribution.num_workers(strategy)
     if config.dataset == "prepared":
-        return _prepared_data(config, valid_pairs, test_pairs, description, report, workers)
+        return _prepared_data(config, valid_pairs, test_pairs, description, report, strategy)
     total = report.lines if report.lines is not None else int(train_pairs.cardinality())
     total = None if total is not None and total < 0 else total
     if config.max_train_examples:
@@ -341,18 +341,19 @@ def prepare_data(config, strategy):
                         streaming)
 
 
-def _prepared_data(config, valid_pairs, test_pairs, description, report, workers):
+def _prepared_data(config, valid_pairs, test_pairs, description, report, strategy):
     corpus = data.PreparedCorpus(config.data_dir)
     source_tok, target_tok = corpus.tokenizers()
     batching = dict(batch_size=None if config.batch_tokens else config.batch_size,
                     batch_tokens=config.batch_tokens, pad_to_bucket_boundary=config.jit_compile,
-                    num_workers=workers)
+                    num_workers=distribution.num_workers(strategy))
     steps_per_epoch = corpus.steps_per_epoch(**batching)
     if steps_per_epoch == 0:
         raise ValueError(f"{config.data_dir}: {corpus.num_pairs:,} pairs give no full batch per worker; "
                          f"use a smaller --batch-size (now {config.batch_size}) or --batch-tokens.")
     # Repeated, with a fixed number of steps an epoch: every worker does the same number.
-    train_ds = corpus.dataset(**batching, seed=config.seed, repeat=True)
+    train_ds = corpus.dataset(**batching, seed=config.seed, repeat=True,
+                              worker_index=distribution.worker_index(strategy))
     counts = corpus.manifest.get("counts", {})
     skipped = {k: v for k, v in counts.items() if k not in ("lines", "read", "kept") and v}
     print(f"Prepared corpus: {corpus.num_pairs:,} pairs in {len(corpus.files)} shards, "

@@ -122,3 +122,67 @@ def test_folder_checks(corpus, tmp_path):
         PreparedCorpus(copy)
     assert json.loads((corpus["folder"] / "manifest.json").read_text())["valid"] == [
         "valid.source", "valid.target"]
+
+
+def read_with_two_workers(folder, tmp_path):
+    """Run two worker processes on 127.0.0.1 (MultiWorkerMirroredStrategy) over `folder`."""
+    from tests.training import subprocesses
+
+    worker = os.path.join(subprocesses.HERE, "distributed_worker.py")
+    processes = []
+    try:
+        processes += subprocesses.start_workers(
+            2, lambda index: [worker, "shards", str(tmp_path / f"w{index}.json"), str(folder)], tmp_path)
+        codes = subprocesses.finish(processes, timeout=300)
+    finally:
+        for p in processes:
+            subprocesses.kill(p)
+    assert codes == [0, 0], subprocesses.logs(processes)
+    results = [json.loads((tmp_path / f"w{index}.json").read_text()) for index in range(2)]
+    for result in results:
+        assert result["replicas"] == 2
+        assert all(size in (0, 4) for size in result["sizes"])  # global batch 8 over 2 replicas
+        assert len(result["sizes"]) == result["steps"]  # one replica a worker
+    return [[tuple(row) for row in result["rows"]] for result in results], results
+
+
+def shard_index(folder):
+    """The source rows (with [START] and [END]) of each shard, read without the dataset code."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    return [collections.Counter((2, *map(int, x), 3) for x, _ in
+                                read_records(os.path.join(folder, shard["file"]), manifest["dtype"]))
+            for shard in manifest["shards"]]
+
+
+def test_two_workers_read_disjoint_shards(corpus, tmp_path):
+    rows, results = read_with_two_workers(corpus["folder"], tmp_path)
+    shards = shard_index(corpus["folder"])
+    only_in = {row: i for i, rows_i in enumerate(shards) for row in rows_i
+               if sum(row in other for other in shards) == 1}  # rows found in one shard only
+    seen = [{only_in[row] for row in worker_rows if row in only_in} for worker_rows in rows]
+    assert seen == [{0, 2, 4}, {1, 3}]  # worker i reads shards i, i + 2, ...
+    # Each worker reads all of its shards (less the bucket remainders) within one epoch.
+    for worker_rows, shards in zip(rows, seen):
+        held = sum(corpus["manifest"]["shards"][i]["pairs"] for i in shards)
+        assert held - 8 * 8 < len(worker_rows) <= held  # at most 7 dropped in each of <= 8 buckets
+    # The worker with fewer shards runs dry first; `steps_per_epoch` stops there, so in a
+    # repeated epoch no worker is ever handed an empty batch.
+    expected = results[0]["expected_steps"]
+    first_empty = [next((i for i, n in enumerate(r["sizes"]) if n == 0), len(r["sizes"])) for r in results]
+    assert expected == min(first_empty), (expected, first_empty)
+
+
+def test_two_workers_split_each_batch_of_a_single_shard(corpus, tmp_path):
+    folder = tmp_path / "one_shard"
+    pairs = [(" ".join(corpus["source"][i:i + 3]), corpus["target"][i]) for i in range(400)]
+    import tensorflow as tf
+    dataset = tf.data.Dataset.from_tensor_slices(tuple(map(list, zip(*pairs))))
+    prepare_corpus(dataset, corpus["tok"], corpus["tok"], str(folder), max_length=64, num_pairs=400,
+                   shard_size=1000,
+                   seed=0)
+    rows, results = read_with_two_workers(folder, tmp_path)
+    (everything,) = shard_index(folder)
+    assert collections.Counter(rows[0]) + collections.Counter(rows[1]) <= everything  # no pair twice
+    # Both workers hold data for each step: a step is one batch, half on each worker.
+    assert results[0]["steps"] == results[1]["steps"] == results[0]["expected_steps"]
+    assert len(rows[0]) == len(rows[1]) == 4 * results[0]["expected_steps"]

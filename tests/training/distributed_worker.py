@@ -11,6 +11,11 @@
         TF_CONFIG; "default" gives the one-device reference); writes the final
         weights and the loss.
 
+    python distributed_worker.py shards OUT.json PREPARED_FOLDER
+        Under the multi-worker strategy (TF_CONFIG), reads one epoch of the
+        prepared corpus through `experimental_distribute_dataset`, as `fit`
+        does; writes the source rows this worker saw.
+
 The batches have uneven padding: in every global batch the first half has
 short targets and the second half long ones, so the two replicas see very
 different numbers of real tokens.
@@ -123,5 +128,25 @@ def train_worker():
              steps=int(model.optimizer.iterations.numpy()), **weights)
 
 
+def read_shards():
+    from keras_attention.data import PreparedCorpus
+
+    from keras_attention.training.distribution import num_workers, worker_index
+
+    strategy = get_strategy("multi_worker")
+    corpus = PreparedCorpus(sys.argv[3])
+    workers = num_workers(strategy)
+    ds = corpus.dataset(batch_size=8, num_workers=workers, worker_index=worker_index(strategy), seed=1)
+    rows, steps, sizes = [], 0, []
+    for (source, _), _ in strategy.experimental_distribute_dataset(ds):
+        steps += 1
+        for local in strategy.experimental_local_results(source):
+            sizes.append(int(local.shape[0]))
+            rows.extend([int(i) for i in row if i != 0] for row in local.numpy())
+    with open(OUT, "w") as f:
+        json.dump({"replicas": strategy.num_replicas_in_sync, "rows": rows, "steps": steps, "sizes": sizes,
+                   "expected_steps": corpus.steps_per_epoch(batch_size=8, num_workers=workers)}, f)
+
+
 if __name__ == "__main__":
-    compare_replicas() if MODE == "replicas" else train_worker()
+    {"replicas": compare_replicas, "worker": train_worker, "shards": read_shards}[MODE]()

@@ -1,5 +1,6 @@
 """Helpers for tests that run training in child processes: free ports, timeouts, clean-up."""
 
+import json
 import os
 import signal
 import socket
@@ -78,3 +79,17 @@ def logs(processes, tail=3000):
         with open(p.log_path, "rb") as f:
             text.append(f"--- {p.log_path} ---\n" + f.read().decode(errors="replace")[-tail:])
     return "\n".join(text)
+
+
+def start_workers(count, args_for, log_dir):
+    """Start `count` workers of one MultiWorkerMirroredStrategy cluster on 127.0.0.1.
+
+    `args_for(index)` gives worker `index`'s command line; its TF_CONFIG is set
+    here and its output goes to `log_dir/w{index}.log`.
+    """
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(count)]}
+    processes = []
+    for index in range(count):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        processes.append(start(args_for(index), os.path.join(log_dir, f"w{index}.log"), TF_CONFIG=tf_config))
+    return processes

@@ -35,14 +35,10 @@ def test_two_replicas_match_one_device(tmp_path):
 
 
 def test_two_workers_end_with_identical_weights(tmp_path):
-    ports = subprocesses.free_ports(2)
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     processes = []
     try:
-        for index in range(2):
-            tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-            processes.append(subprocesses.start([WORKER, "worker", str(tmp_path / f"w{index}.npz")],
-                                                tmp_path / f"w{index}.log", TF_CONFIG=tf_config))
+        processes += subprocesses.start_workers(
+            2, lambda index: [WORKER, "worker", str(tmp_path / f"w{index}.npz")], tmp_path)
         processes.append(subprocesses.start([WORKER, "worker", str(tmp_path / "one.npz")],
                                             tmp_path / "one.log", STRATEGY="default"))
         codes = subprocesses.finish(processes, timeout=600)
