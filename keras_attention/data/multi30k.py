@@ -7,14 +7,13 @@ https://github.com/multi30k/dataset, folder `data/task1/raw/`, one sentence a
 line, line N of one language translating line N of another.
 """
 
-import hashlib
 import os
 import tempfile
 
 import keras
 
 from keras_attention import DATA_ENV_VAR
-from keras_attention.data.streaming import read_parallel_text
+from keras_attention.data.streaming import read_parallel_text, sha256_of
 from keras_attention.layers.validation import check_choice
 
 LANGUAGES = ("en", "de", "fr", "cs")
@@ -196,15 +195,6 @@ def download_multi30k_file(name, folder, base_url=BASE_URL):
             f"Multi30k file {name}: download from {url} failed ({e}). It is not in "
             f"the data_dir argument, ${DATA_ENV_VAR}/multi30k or {folder} either."
         ) from e
-
-
-def sha256_of(path):
-    """Return the hex SHA-256 of the file at `path`."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _remove(path):

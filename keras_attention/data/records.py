@@ -24,7 +24,6 @@ many shards as workers; otherwise every worker reads all shards and keeps its sh
 batches (`DATA`), with a warning.
 """
 
-import hashlib
 import json
 import math
 import os
@@ -40,6 +39,7 @@ from keras_attention.data.pipeline import (
     bucket_sizes,
     final_boundaries,
 )
+from keras_attention.data.streaming import sha256_of
 from keras_attention.data.text_files import logger
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.layers.validation import check_positive_int
@@ -87,22 +87,43 @@ def prepare_corpus(
             strings, written into the folder as text (`valid.source`, ...)
             for validation and testing. Defaults to None.
         metadata: dict of extra facts for the manifest (languages, ...).
-        overwrite: bool. Replace a prepared corpus already in `output_dir`.
-            Defaults to False.
+        overwrite: bool. Replace a prepared corpus already in `output_dir`
+            (only once the new one is complete). Defaults to False.
 
     Returns:
         The manifest (a dict), also written to `output_dir/manifest.json`.
     """
-    output_dir = os.fspath(output_dir)
-    _check_output(output_dir, overwrite)
-    max_source, max_target = _max_lengths(max_length)
+    final_dir = os.path.normpath(os.fspath(output_dir))
+    check_output(final_dir, overwrite)
+    _max_lengths(max_length)  # checks it before any work
     num_pairs = num_pairs if num_pairs is not None else (report.lines if report else None)
     if num_pairs is None:
         raise ValueError("`num_pairs` is needed when `report` has no line count. Received: num_pairs=None")
     shard_size = check_positive_int("shard_size", shard_size)
+    # Everything is written to a staging folder beside `final_dir`, which
+    # replaces it only once complete: a failure or a kill never leaves a
+    # half-written corpus, and never costs the one being overwritten.
+    output_dir = final_dir + ".partial"
+    shutil.rmtree(output_dir, ignore_errors=True)
+    os.makedirs(output_dir)
+    try:
+        manifest = _write_corpus(pairs, source_tokenizer, target_tokenizer, output_dir, max_length, num_pairs,
+                                 shard_size, seed, report, valid_pairs, test_pairs, metadata)
+    except BaseException:
+        shutil.rmtree(output_dir, ignore_errors=True)
+        raise
+    _install(output_dir, final_dir)
+    logger.info("Prepared %d pairs in %d shards in %s (%.0f s).", manifest["pairs"], len(manifest["shards"]),
+                final_dir, manifest["seconds"])
+    return manifest
+
+
+def _write_corpus(pairs, source_tokenizer, target_tokenizer, output_dir, max_length, num_pairs, shard_size,
+                  seed, report, valid_pairs, test_pairs, metadata):
+    """Write shards, vocabularies, text splits and manifest into `output_dir`; return the manifest."""
+    max_source, max_target = _max_lengths(max_length)
     num_shards = max(1, math.ceil(num_pairs / shard_size))
     started = time.time()
-    os.makedirs(output_dir, exist_ok=True)
     source_tokenizer.save_vocabulary(os.path.join(output_dir, SOURCE_VOCAB))
     target_tokenizer.save_vocabulary(os.path.join(output_dir, TARGET_VOCAB))
     dtype = "uint16" if max(source_tokenizer.vocab_size, target_tokenizer.vocab_size) <= 65536 else "int32"
@@ -137,11 +158,21 @@ def prepare_corpus(
         **(metadata or {}),
     }
     if not manifest["pairs"]:
-        raise ValueError(f"{output_dir}: no pair was kept (all over max_length={max_length} or skipped).")
+        raise ValueError(f"No pair was kept (all over max_length={max_length} or skipped); nothing prepared.")
     _write_json(os.path.join(output_dir, MANIFEST), manifest)
-    logger.info("Prepared %d pairs in %d shards in %s (%.0f s).", manifest["pairs"], num_shards,
-                output_dir, manifest["seconds"])
     return manifest
+
+
+def _install(staging, folder):
+    """Put the complete corpus in `staging` at `folder`, replacing what `check_output` allowed."""
+    previous = None
+    if os.path.isdir(folder):
+        previous = folder + ".old"
+        shutil.rmtree(previous, ignore_errors=True)
+        os.replace(folder, previous)
+    os.replace(staging, folder)
+    if previous:
+        shutil.rmtree(previous, ignore_errors=True)
 
 
 def is_prepared(folder):
@@ -184,7 +215,7 @@ class PreparedCorpus:
             vocab_path = os.path.join(self.folder, entry["file"])
             if not os.path.isfile(vocab_path):
                 raise ValueError(f"{vocab_path}: missing (listed in {path}).")
-            if _sha256(vocab_path) != entry["sha256"]:
+            if sha256_of(vocab_path) != entry["sha256"]:
                 raise ValueError(f"{vocab_path}: its SHA-256 differs from the manifest's: the "
                                  "vocabulary changed after the corpus was prepared.")
         self.files = [os.path.join(self.folder, shard["file"]) for shard in self.manifest["shards"]]
@@ -405,7 +436,8 @@ def _shuffle_shard(path, seed):
     os.replace(partial, path)
 
 
-def _check_output(folder, overwrite):
+def check_output(folder, overwrite=False):
+    """Raise `ValueError` unless `prepare_corpus` may write to `folder` (new, empty, or overwritable)."""
     if os.path.isfile(folder):
         raise ValueError(f"{folder}: is a file; give a folder for the prepared corpus.")
     if is_prepared(folder) and not overwrite:
@@ -413,12 +445,10 @@ def _check_output(folder, overwrite):
                          "pass overwrite=True (--overwrite).")
     if os.path.isdir(folder) and os.listdir(folder) and not is_prepared(folder):
         raise ValueError(f"{folder}: the folder is not empty; give a new or empty folder.")
-    if is_prepared(folder):
-        shutil.rmtree(folder)
 
 
 def _vocabulary_entry(folder, name, tokenizer):
-    return {"file": name, "size": tokenizer.vocab_size, "sha256": _sha256(os.path.join(folder, name))}
+    return {"file": name, "size": tokenizer.vocab_size, "sha256": sha256_of(os.path.join(folder, name))}
 
 
 def _write_text(pairs, folder, name):
@@ -437,14 +467,6 @@ def _write_text(pairs, folder, name):
 def _trim(histogram):
     nonzero = np.flatnonzero(histogram)
     return histogram[: nonzero.max() + 1].tolist() if nonzero.size else []
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _write_json(path, value):

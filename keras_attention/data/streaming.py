@@ -22,6 +22,7 @@ grows with the corpus. Remove them beforehand if you need to, for example with
 """
 
 import glob
+import hashlib
 import gzip
 import os
 import re
@@ -146,6 +147,15 @@ def is_gzip(path):
     """True if the file starts with the gzip magic bytes (whatever its name)."""
     with open(path, "rb") as f:
         return f.read(2) == _GZIP_MAGIC
+
+
+def sha256_of(path):
+    """Return the hex SHA-256 of the file at `path`, read 1 MiB at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def count_lines(path):

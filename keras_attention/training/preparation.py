@@ -6,14 +6,13 @@ then `data.prepare_corpus` streams the training pairs into shuffled shards.
 The validation and test sets (small) are written next to them as text.
 """
 
-import os
-import shutil
 import time
 
 import tensorflow as tf
 
 from keras_attention import data
-from keras_attention.training.recipe import _build_tokenizers, load_splits
+from keras_attention.data.records import check_output
+from keras_attention.training.recipe import build_tokenizers, load_splits
 
 
 def prepare(config, output_dir, shard_size=200_000, overwrite=False):
@@ -35,23 +34,20 @@ def prepare(config, output_dir, shard_size=200_000, overwrite=False):
 
     Raises:
         ValueError: bad options, a folder that already holds something, or
-            (`strict_data`) a `data.CorpusError` naming a bad line. Nothing
-            is left behind in a folder this call created.
+            (`strict_data`) a `data.CorpusError` naming a bad line. A
+            failure leaves nothing behind and, with `overwrite`, keeps the
+            corpus that was there.
     """
     if config.dataset == "prepared":
         raise ValueError("The data is already prepared. Received: --dataset prepared")
-    created = not os.path.exists(output_dir)
+    check_output(output_dir, overwrite)  # before the corpus is read: a refusal costs nothing
     try:
         return _prepare(config, output_dir, shard_size, overwrite)
     except tf.errors.InvalidArgumentError as error:
-        _clean_up(output_dir, created)
         problem = data.corpus_error(error)
         if problem is None:
             raise
         raise problem from None
-    except (Exception, KeyboardInterrupt):
-        _clean_up(output_dir, created)
-        raise
 
 
 def _prepare(config, output_dir, shard_size, overwrite):
@@ -67,7 +63,7 @@ def _prepare(config, output_dir, shard_size, overwrite):
         total = min(total or config.max_train_examples, config.max_train_examples)
     if total is None:
         raise ValueError(f"{description}: cannot tell how many pairs it holds; give --max-train-examples.")
-    source_tok, target_tok = _build_tokenizers(config, train_pairs, total)
+    source_tok, target_tok = build_tokenizers(config, train_pairs, total)
     print(f"Vocabularies: {source_tok.vocab_size} source and {target_tok.vocab_size} target tokens "
           f"({time.time() - started:.0f} s).")
     report.reset()
@@ -79,8 +75,3 @@ def _prepare(config, output_dir, shard_size, overwrite):
             "joint_vocabulary": source_tok is target_tok,
         },
     )
-
-
-def _clean_up(folder, created):
-    if created and os.path.isdir(folder):
-        shutil.rmtree(folder, ignore_errors=True)

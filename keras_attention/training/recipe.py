@@ -212,7 +212,7 @@ def _sides(pairs):
     return pairs.map(_source_side), pairs.map(_target_side)
 
 
-def _build_tokenizers(config, train_pairs, total):
+def build_tokenizers(config, train_pairs, total):
     """Source and target tokenizers learned from a bounded sample of the training pairs."""
     source_texts, target_texts = _sides(train_pairs)
     options = dict(lower_case=config.lower_case, max_sentences=config.vocab_sample)
@@ -307,7 +307,7 @@ def prepare_data(config, strategy):
             f"Received: {total or 'an unknown number of'} pairs")
 
     started = time.time()
-    source_tok, target_tok = _build_tokenizers(config, train_pairs, total)
+    source_tok, target_tok = build_tokenizers(config, train_pairs, total)
     print(f"Vocabularies: {source_tok.vocab_size} source and {target_tok.vocab_size} target tokens"
           f"{' (joint)' if source_tok is target_tok else ''}, from at most {config.vocab_sample:,} "
           f"sentences ({time.time() - started:.0f} s).")

@@ -124,6 +124,33 @@ def test_folder_checks(corpus, tmp_path):
         "valid.source", "valid.target"]
 
 
+def test_overwrite_replaces_a_corpus_only_once_the_new_one_is_complete(corpus, tmp_path):
+    import tensorflow as tf
+
+    folder = tmp_path / "mine"
+    words = tf.data.Dataset.from_tensor_slices((["a dog"] * 50, ["the cat"] * 50))
+    prepare_corpus(words, corpus["tok"], corpus["tok"], folder, max_length=18, num_pairs=50)
+    before = {name: (folder / name).read_bytes() for name in os.listdir(folder)}
+
+    def fails_half_way(index, pair):
+        tf.debugging.assert_less(index, tf.constant(30, tf.int64), message="the source broke")
+        return pair
+
+    broken = tf.data.Dataset.from_tensor_slices((["a cat"] * 60, ["the dog"] * 60)).enumerate().map(
+        lambda i, pair: fails_half_way(i, pair))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="the source broke"):
+        prepare_corpus(broken, corpus["tok"], corpus["tok"], folder, max_length=18, num_pairs=60,
+                       overwrite=True)
+    assert {name: (folder / name).read_bytes() for name in os.listdir(folder)} == before
+    assert sorted(os.listdir(tmp_path)) == ["mine"]  # no staging folder left behind
+    assert PreparedCorpus(folder).num_pairs == 50
+
+    good = tf.data.Dataset.from_tensor_slices((["a cat"] * 60, ["the dog"] * 60))
+    prepare_corpus(good, corpus["tok"], corpus["tok"], folder, max_length=18, num_pairs=60, overwrite=True)
+    assert PreparedCorpus(folder).num_pairs == 60
+    assert sorted(os.listdir(tmp_path)) == ["mine"]
+
+
 def read_with_two_workers(folder, tmp_path):
     """Run two worker processes on 127.0.0.1 (MultiWorkerMirroredStrategy) over `folder`."""
     from tests.training import subprocesses
