@@ -23,7 +23,7 @@ Measured: the time from building the pipeline to its first batch (the
 line-count check and the length sample included), then `--rounds` rounds of
 `--batches` batches each; the pipeline's throughput is the median round's
 real (not padding) target tokens per second. Peak RSS is the process'
-maximum resident set (`ru_maxrss`), TensorFlow included. Training throughput
+maximum resident set (`VmHWM`), TensorFlow included. Training throughput
 is real target tokens per second over `--train-steps` steps, median of the
 rounds. The ratios pipeline / training say how many such training steps one
 pipeline keeps busy on this machine's cores.
@@ -109,6 +109,21 @@ def time_pipeline(build, rounds, batches):
     return first, rates
 
 
+def peak_rss_mb():
+    """This process' peak resident set since it started (`VmHWM`).
+
+    Not `getrusage`'s `ru_maxrss`: on Linux a child started by `fork` and
+    `exec` inherits its parent's maximum, so every child here would report
+    at least the parent's peak.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+        return kb / 1024
+    except (OSError, StopIteration):  # not Linux: the best there is
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def measure(args):
     """Run one measurement (`--measure raw|prepared|train`) and print its JSON on the last line."""
     import tensorflow as tf
@@ -136,7 +151,7 @@ def measure(args):
                       rounds=rates)
     else:
         result = measure_training(args, tf, data, source_tok, target_tok)
-    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["peak_rss_mb"] = peak_rss_mb()
     result["device"] = tf.config.list_logical_devices()[-1].device_type
     print(json.dumps(result))
 
@@ -209,11 +224,12 @@ def prepare_corpora(args, work):
         corpora[pairs] = dict(files=files, prepared=os.path.join(folder, "prepared"))
     import tensorflow as tf
 
-    tokenizers = [data.SubwordTokenizer.from_dataset(tf.data.TextLineDataset(path).take(100_000), vocab_size=8000)
-                  for path in corpora[min(args.sizes)]["files"]]
-    for pairs, corpus in corpora.items():
-        if data.is_prepared(corpus["prepared"]):
-            continue
+    to_prepare = {pairs: c for pairs, c in corpora.items() if not data.is_prepared(c["prepared"])}
+    if to_prepare:
+        tokenizers = [data.SubwordTokenizer.from_dataset(tf.data.TextLineDataset(path).take(100_000),
+                                                         vocab_size=8000)
+                      for path in corpora[min(args.sizes)]["files"]]
+    for pairs, corpus in to_prepare.items():
         start = time.perf_counter()
         report = data.CorpusReport()
         train = data.load_parallel_files(*corpus["files"], report=report, max_words=250, max_ratio=9.0)
