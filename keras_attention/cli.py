@@ -5,6 +5,9 @@ import os
 import sys
 
 from keras_attention import DATA_ENV_VAR
+from keras_attention.options import argument_type as checked
+
+DEFAULT_SOURCE, DEFAULT_TARGET = "en", "de"
 
 MODELS = ("transformer", "bahdanau", "luong", "rnn")
 PRESETS = ("tiny", "small", "base", "big")
@@ -17,8 +20,8 @@ def _add_data_flags(parser):
     group = parser.add_argument_group("data")
     group.add_argument("--dataset", choices=DATASETS,
                        help="default: prepared when --data-dir holds a prepared corpus, else multi30k")
-    group.add_argument("--source", default="en", help="source language (default: en)")
-    group.add_argument("--target", default="de", help="target language (default: de)")
+    group.add_argument("--source", help="source language (default: en; evaluate: the translator's)")
+    group.add_argument("--target", help="target language (default: de; evaluate: the translator's)")
     group.add_argument("--data-dir", help=f"corpus folder: Multi30k (default: ${DATA_ENV_VAR}, then the "
                        "Keras cache), WMT14 files or TFDS data, or a folder made by `prepare`")
     group.add_argument("--train-files", nargs="+",
@@ -35,16 +38,16 @@ def _add_corpus_flags(parser):
                             "with its file and line, instead of skipping and counting it")
     group.add_argument("--no-clean", action="store_true",
                        help="keep pairs over --max-words or --max-ratio (cleaning is on for your own files)")
-    group.add_argument("--max-words", type=int, default=250, help="skip pairs with more words a side (default: 250)")
-    group.add_argument("--max-ratio", type=float, default=9.0,
+    group.add_argument("--max-words", type=checked("max_words"), default=250, help="skip pairs with more words a side (default: 250)")
+    group.add_argument("--max-ratio", type=checked("max_ratio"), default=9.0,
                        help="skip pairs whose word counts differ more than this factor (default: 9)")
-    group.add_argument("--vocab-size", type=int, default=8000)
+    group.add_argument("--vocab-size", type=checked("vocab_size"), default=8000)
     group.add_argument("--lower-case", action="store_true")
     group.add_argument("--joint-vocabulary", action="store_true", help="one vocabulary for both languages")
-    group.add_argument("--vocab-sample", type=int, default=1_000_000, metavar="N",
+    group.add_argument("--vocab-sample", type=checked("vocab_sample"), default=1_000_000, metavar="N",
                        help="learn the vocabulary from at most N sentences, spread over the corpus")
-    group.add_argument("--max-length", type=int, default=64, help="longest sentence in tokens")
-    group.add_argument("--max-train-examples", type=int)
+    group.add_argument("--max-length", type=checked("max_length"), default=64, help="longest sentence in tokens")
+    group.add_argument("--max-train-examples", type=checked("max_train_examples"))
     group.add_argument("--seed", type=int, default=0)
 
 
@@ -60,23 +63,29 @@ def _parser():
     train.add_argument("--preset", default="small", choices=PRESETS)
     _add_data_flags(train)
     _add_corpus_flags(train)
-    train.add_argument("--cache-limit", type=int, default=200_000, metavar="PAIRS",
+    train.add_argument("--cache-limit", type=checked("cache_limit"), default=200_000, metavar="PAIRS",
                        help="corpora up to this size are tokenized once and held in memory; "
                             "larger ones stream from disk (default: 200000)")
-    train.add_argument("--epochs", type=int, default=10)
-    train.add_argument("--batch-size", type=int, default=64, help="global batch, in sentences")
-    train.add_argument("--batch-tokens", type=int, help="global batch as a token budget (instead of --batch-size)")
-    train.add_argument("--learning-rate", type=float)
-    train.add_argument("--warmup-steps", type=int)
-    train.add_argument("--label-smoothing", type=float, default=0.1)
+    train.add_argument("--epochs", type=checked("epochs"), default=10)
+    train.add_argument("--batch-size", type=checked("batch_size"), default=64, help="global batch, in sentences")
+    train.add_argument("--batch-tokens", type=checked("batch_tokens"), help="global batch as a token budget (instead of --batch-size)")
+    train.add_argument("--learning-rate", type=checked("learning_rate"))
+    train.add_argument("--warmup-steps", type=checked("warmup_steps"))
+    train.add_argument("--label-smoothing", type=checked("label_smoothing"), default=0.1)
     train.add_argument("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker"))
     train.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"))
     train.add_argument("--no-jit", action="store_true", help="do not compile with XLA")
-    train.add_argument("--backup-every-steps", type=int, metavar="N",
-                       help="back up every N steps (default: each epoch); rerun the command to resume")
+    train.add_argument("--backup-every-steps", type=checked("backup_every_steps"), metavar="N",
+                       help="back up every N steps (default: each epoch); run again with --resume to continue")
+    again = train.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="continue the run in --output from its backup (start one if there is none)")
+    again.add_argument("--overwrite", action="store_true",
+                       help="start again in an --output that holds a run; the old one is deleted once "
+                            "the new one has finished")
     train.add_argument("--keep-backup", action="store_true",
-                       help="keep OUTPUT/backup after the run: the same command with more --epochs extends it")
-    train.add_argument("--keep-checkpoints", type=int, default=5, metavar="N",
+                       help="keep OUTPUT/backup after the run: --resume with more --epochs extends it")
+    train.add_argument("--keep-checkpoints", type=checked("keep_checkpoints"), default=5, metavar="N",
                        help="keep the last N epochs' weights in OUTPUT/checkpoints (default: 5; 0: none)")
     train.add_argument("--output", default="runs/latest", help="output folder")
 
@@ -86,7 +95,7 @@ def _parser():
                "'train.*.de.gz' --valid-files dev.en dev.de --output prepared/mine")
     _add_data_flags(prepare)
     _add_corpus_flags(prepare)
-    prepare.add_argument("--shard-size", type=int, default=200_000, metavar="PAIRS",
+    prepare.add_argument("--shard-size", type=checked("shard_size"), default=200_000, metavar="PAIRS",
                          help="pairs per shard, about (default: 200000); at least one shard per worker")
     prepare.add_argument("--output", required=True, help="a new or empty folder")
     prepare.add_argument("--overwrite", action="store_true", help="replace a prepared corpus in --output")
@@ -118,9 +127,9 @@ def _parser():
     export.add_argument("translator", help="folder written by train (…/translator)")
     export.add_argument("output_dir", help="the model's base folder; the SavedModel goes to OUTPUT_DIR/VERSION")
     export.add_argument("--method", default="beam", choices=("greedy", "beam"))
-    export.add_argument("--beam-size", type=int, default=4)
-    export.add_argument("--length-penalty", type=float, default=0.6)
-    export.add_argument("--max-length", type=int, help="most output tokens (default: the translator's)")
+    export.add_argument("--beam-size", type=checked("beam_size"), default=4)
+    export.add_argument("--length-penalty", type=checked("length_penalty"), default=0.6)
+    export.add_argument("--max-length", type=checked("max_length"), help="most output tokens (default: the translator's)")
     export.add_argument("--version", type=int, help="version folder (default: the next free number, 1 at first)")
     return parser
 
@@ -128,11 +137,11 @@ def _parser():
 def _add_decoding_flags(parser):
     group = parser.add_argument_group("decoding")
     group.add_argument("--method", default="greedy", choices=("greedy", "beam", "sample"))
-    group.add_argument("--beam-size", type=int, default=4)
-    group.add_argument("--length-penalty", type=float, default=0.6)
-    group.add_argument("--temperature", type=float, default=1.0)
-    group.add_argument("--top-k", type=int)
-    group.add_argument("--top-p", type=float)
+    group.add_argument("--beam-size", type=checked("beam_size"), default=4)
+    group.add_argument("--length-penalty", type=checked("length_penalty"), default=0.6)
+    group.add_argument("--temperature", type=checked("temperature"), default=1.0)
+    group.add_argument("--top-k", type=checked("top_k"))
+    group.add_argument("--top-p", type=checked("top_p"))
     group.add_argument("--seed", type=int)
 
 
@@ -148,8 +157,9 @@ def _config_from_args(args):
     from keras_attention.training.recipe import TrainConfig
 
     return TrainConfig(
-        model=args.model, preset=args.preset, dataset=_dataset(args), source=args.source,
-        target=args.target, data_dir=args.data_dir, train_files=_tuple(args.train_files),
+        model=args.model, preset=args.preset, dataset=_dataset(args),
+        source=args.source or DEFAULT_SOURCE, target=args.target or DEFAULT_TARGET,
+        data_dir=args.data_dir, train_files=_tuple(args.train_files),
         valid_files=_tuple(args.valid_files), test_files=_tuple(args.test_files),
         tfds_name=args.tfds_name, vocab_size=args.vocab_size, lower_case=args.lower_case,
         max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
@@ -159,6 +169,7 @@ def _config_from_args(args):
         jit_compile=not args.no_jit, output_dir=args.output,
         max_train_examples=args.max_train_examples, seed=args.seed,
         backup_every_steps=args.backup_every_steps, keep_backup=args.keep_backup,
+        resume=args.resume, overwrite=args.overwrite,
         keep_checkpoints=args.keep_checkpoints, cache_limit=args.cache_limit,
         **_corpus_options(args),
     )
@@ -248,6 +259,7 @@ def _run(args):
         from keras_attention.training.evaluation import evaluate_bleu
         from keras_attention.training.recipe import load_splits
 
+        args.source, args.target = _languages(args, translator)
         config = _config_from_args_for_data(args)
         splits, description = load_splits(config)
         pairs = dict(zip(("train", "valid", "test"), splits))[args.split]
@@ -274,6 +286,16 @@ def _run(args):
     return 0
 
 
+def _languages(args, translator):
+    """`--source/--target`, defaulting to the translator's; a contradiction is an error."""
+    known = translator.languages
+    for flag, given, language in (("--source", args.source, known[0]), ("--target", args.target, known[1])):
+        if given and language and given != language:
+            raise ValueError(f"{args.translator} translates {known[0]}->{known[1]}; {flag} {given} contradicts "
+                             f"it (leave {flag} out, or give {language}).")
+    return args.source or known[0] or DEFAULT_SOURCE, args.target or known[1] or DEFAULT_TARGET
+
+
 def _average(args):
     from keras_attention.training import averaging
 
@@ -289,8 +311,8 @@ def _average(args):
 def _config_from_args_for_data(args):
     from keras_attention.training.recipe import TrainConfig
 
-    return TrainConfig(dataset=_dataset(args), source=args.source, target=args.target,
-                       data_dir=args.data_dir, train_files=_tuple(args.train_files),
+    return TrainConfig(dataset=_dataset(args), source=args.source or DEFAULT_SOURCE,
+                       target=args.target or DEFAULT_TARGET, data_dir=args.data_dir, train_files=_tuple(args.train_files),
                        valid_files=_tuple(args.valid_files), test_files=_tuple(args.test_files),
                        tfds_name=args.tfds_name)
 
@@ -300,8 +322,8 @@ def _prepare(args):
     from keras_attention.training.recipe import TrainConfig
 
     config = TrainConfig(
-        dataset=_dataset(args), source=args.source, target=args.target, data_dir=args.data_dir,
-        train_files=_tuple(args.train_files), valid_files=_tuple(args.valid_files),
+        dataset=_dataset(args), source=args.source or DEFAULT_SOURCE, target=args.target or DEFAULT_TARGET,
+        data_dir=args.data_dir, train_files=_tuple(args.train_files), valid_files=_tuple(args.valid_files),
         test_files=_tuple(args.test_files), tfds_name=args.tfds_name, vocab_size=args.vocab_size,
         lower_case=args.lower_case, max_length=args.max_length,
         max_train_examples=args.max_train_examples, seed=args.seed, **_corpus_options(args),

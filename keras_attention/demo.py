@@ -4,6 +4,7 @@ It uses Multi30k (English -> German) when the files can be read or
 downloaded, and otherwise the generated dates corpus, and says which and why.
 """
 
+import dataclasses
 import os
 
 from keras_attention.training.recipe import TrainConfig, train
@@ -54,6 +55,8 @@ def demo_config(output_dir, quick=False, data_dir=None):
 def run_demo(output_dir="runs/demo", quick=False, data_dir=None):
     """Train, evaluate, translate and save; return a process exit code."""
     config, reason = demo_config(output_dir, quick=quick, data_dir=data_dir)
+    # Each demo replaces the previous demo's run (only once it has finished).
+    config = dataclasses.replace(config, overwrite=True)
     print(f"Demo: {config.model} ({config.preset}) on {config.dataset}: {reason}.")
     translator, results = train(config, verbose=1 if not quick else 2)
 

@@ -37,11 +37,12 @@ def test_translate_stdin_with_bad_bytes(demo_dir):
     result = subprocess.run(
         [sys.executable, "-m", "keras_attention.cli", "translate", str(demo_dir / "translator"),
          "--method", "beam", "--beam-size", "2"],
-        input=b"3 March 1999\n12 \xff\xfe mai 1990\n\n", capture_output=True, timeout=300,
+        input=b"3 March 1999\n12 \xff\xfe mai 1990\n\n  \n4 May 2001\n", capture_output=True, timeout=300,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
     )
     assert result.returncode == 0, result.stderr.decode()
-    assert len(result.stdout.decode().splitlines()) == 3
+    lines = result.stdout.decode().splitlines()
+    assert len(lines) == 5 and lines[2] == lines[3] == "" and lines[0] and lines[4]  # blank in, blank out
     assert b"stdin line 2 is not valid UTF-8" in result.stderr
     assert b"Traceback" not in result.stderr
 
@@ -50,6 +51,16 @@ def test_evaluate_on_dates(demo_dir, capsys):
     assert main(["evaluate", str(demo_dir / "translator"), "--dataset", "dates", "--split", "valid"]) == 0
     out = capsys.readouterr().out
     assert "BLEU" in out and "chrF" in out and "1000 sentences" in out
+
+
+def test_evaluate_takes_the_translators_languages_and_refuses_others(demo_dir, capsys):
+    translator = str(demo_dir / "translator")
+    assert main(["evaluate", translator, "--dataset", "dates", "--split", "valid",
+                 "--source", "en", "--target", "de"]) == 0  # the translator's own: accepted
+    capsys.readouterr()
+    assert main(["evaluate", translator, "--dataset", "dates", "--source", "de", "--target", "en"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "translates en->de; --source de contradicts it" in err
 
 
 def test_clear_errors(tmp_path, capsys):

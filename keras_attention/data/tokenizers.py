@@ -16,6 +16,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_attention.data.text_files import read_lines
+from keras_attention.files import write_text
 from keras_attention.data.vocabulary import (
     END,
     NORMALIZATIONS,
@@ -200,9 +201,8 @@ class SubwordTokenizer(tf.Module):
         return tf.cast(self.table.lookup(tf.convert_to_tensor(tokens, tf.string)), tf.int32)
 
     def save_vocabulary(self, path):
-        """Write the vocabulary to `path`, one token a line (UTF-8)."""
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            f.writelines(token + "\n" for token in self._vocabulary)
+        """Write the vocabulary to `path`, one token a line (UTF-8), atomically."""
+        write_text(path, "".join(token + "\n" for token in self._vocabulary))
 
     @classmethod
     def from_vocabulary_file(cls, path, tables_from_file=False, **kwargs):

@@ -9,10 +9,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_attention import __version__
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.decoding.beam_search import beam_search
 from keras_attention.decoding.greedy import greedy_decode
 from keras_attention.decoding.sampling import sample
+from keras_attention.files import replaced_atomically, write_json
 from keras_attention.layers.validation import check_choice, check_positive_int
 # Registers the model classes, so `Translator.load` can rebuild them in a fresh process.
 from keras_attention import models  # noqa: F401
@@ -60,6 +62,9 @@ class Translator(tf.Module):
             trained with.
         max_source_length: int. Longest source, markers included. Defaults to 128.
         max_target_length: int. Most output tokens. Defaults to 128.
+        metadata: dict or None. What the model translates, saved with it:
+            `source_language`, `target_language`, `dataset` (what `train`
+            records). `save` adds the package version. Defaults to None.
 
     Example:
 
@@ -69,9 +74,11 @@ class Translator(tf.Module):
     """
 
     def __init__(
-        self, model, source_tokenizer, target_tokenizer, max_source_length=128, max_target_length=128
+        self, model, source_tokenizer, target_tokenizer, max_source_length=128, max_target_length=128,
+        metadata=None,
     ):
         super().__init__(name="translator")
+        self.metadata = dict(metadata or {})
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
@@ -132,14 +139,22 @@ class Translator(tf.Module):
                 `top_k`, `top_p`, `seed` (sample).
 
         Returns:
-            A `Translation`.
+            A `Translation`. An empty or whitespace-only sentence translates
+            to "" (no tokens, score 0), without running the model.
         """
         check_choice("method", method, METHODS)
         if isinstance(sentences, str):
             sentences = [sentences]
         sentences = [s if isinstance(s, str) else bytes(s).decode("utf-8", "replace") for s in sentences]
+        filled = [i for i, s in enumerate(sentences) if s.strip()]
+        if len(filled) < len(sentences):
+            translation = self.translate([sentences[i] for i in filled], method, return_attention, **options)
+            return _with_blanks(translation, filled, len(sentences))
         if not sentences:
-            return Translation([], np.zeros((0, 0), "int32"), np.zeros((0,), "float32"))
+            return Translation([], np.zeros((0, 0), "int32"), np.zeros((0,), "float32"),
+                               attention=np.zeros((0, 0, 0), "float32") if return_attention else None,
+                               source_tokens=[] if return_attention else None,
+                               target_tokens=[] if return_attention else None)
         ids, lengths = self.source_ids(sentences)
         truncated = int(np.sum(lengths.numpy() > self.max_source_length))
         if truncated:
@@ -165,17 +180,22 @@ class Translator(tf.Module):
     # Saving -------------------------------------------------------------------
 
     def save(self, directory):
-        """Write `model.keras`, both vocabularies and `translator.json` to `directory`."""
+        """Write `model.keras` and `translator.json` (with both vocabularies) to `directory`.
+
+        Each file is written under a temporary name and renamed into place, so
+        a kill during `save` leaves the previous translator whole.
+        """
         os.makedirs(directory, exist_ok=True)
-        self.model.save(os.path.join(directory, "model.keras"))
+        with replaced_atomically(os.path.join(directory, "model.keras")) as partial:
+            self.model.save(partial)
         config = {
             "max_source_length": self.max_source_length,
             "max_target_length": self.max_target_length,
             "source_tokenizer": self.source_tokenizer.get_config(),
             "target_tokenizer": self.target_tokenizer.get_config(),
+            "metadata": {**self.metadata, "keras_attention_version": __version__},
         }
-        with open(os.path.join(directory, "translator.json"), "w", encoding="utf-8") as f:
-            json.dump(config, f, ensure_ascii=False)
+        write_json(os.path.join(directory, "translator.json"), config)
 
     @classmethod
     def load(cls, directory):
@@ -188,6 +208,9 @@ class Translator(tf.Module):
             )
         with open(config_path, encoding="utf-8") as f:
             config = json.load(f)
+        if "metadata" not in config:
+            warnings.warn(f"{config_path} was written by an older keras-attention: the languages and "
+                          "data set it was trained on are unknown.", stacklevel=2)
         # compile=False: inference needs no optimizer or loss.
         model = keras.models.load_model(os.path.join(directory, "model.keras"), compile=False)
         return cls(
@@ -196,7 +219,36 @@ class Translator(tf.Module):
             SubwordTokenizer.from_config(config["target_tokenizer"]),
             max_source_length=config["max_source_length"],
             max_target_length=config["max_target_length"],
+            metadata=config.get("metadata"),
         )
+
+    @property
+    def languages(self):
+        """`(source, target)` language codes, `None` where unknown."""
+        return self.metadata.get("source_language"), self.metadata.get("target_language")
+
+
+def _with_blanks(translation, filled, size):
+    """`translation` of the sentences at indices `filled`, spread to `size` rows; "" elsewhere."""
+
+    def spread(rows, blank):
+        out = [blank] * size
+        for i, row in zip(filled, rows):
+            out[i] = row
+        return out
+
+    def spread_array(array):
+        out = np.zeros((size, *array.shape[1:]), array.dtype)
+        out[filled] = array
+        return out
+
+    result = Translation(spread(translation.texts, ""), spread_array(translation.tokens),
+                         spread_array(translation.scores), truncated=translation.truncated)
+    if translation.attention is not None:
+        result.attention = spread_array(translation.attention)
+        result.source_tokens = spread(translation.source_tokens, [])
+        result.target_tokens = spread(translation.target_tokens, [])
+    return result
 
 
 def _pieces(tokenizer, ids):

@@ -150,9 +150,10 @@ def _serving_module(translator, decoding):
     def translate(sentences):
         source_ids, lengths = translator.source_ids(sentences)
         result = translator.decode_ids(source_ids, **decoding)
+        blank = tf.strings.length(tf.strings.strip(sentences)) == 0  # empty in, empty out
         return {
-            "translations": translator.target_tokenizer.detokenize(result.tokens),
-            "scores": result.scores,
+            "translations": tf.where(blank, "", translator.target_tokenizer.detokenize(result.tokens)),
+            "scores": tf.where(blank, tf.zeros_like(result.scores), result.scores),
             "truncated": lengths > max_source_length,
         }
 

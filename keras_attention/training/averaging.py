@@ -15,11 +15,12 @@ integer values (such as the step counter) are copied from the last checkpoint
 import io
 import os
 import shutil
-import tempfile
 import zipfile
 
 import h5py
 import numpy as np
+
+from keras_attention.files import replaced_atomically
 
 WEIGHTS_IN_KERAS_FILE = "model.weights.h5"
 
@@ -51,7 +52,7 @@ def average_checkpoints(paths, output):
     _check_suffix(output)
     averaged = average_weights(paths)
     if output.endswith(".weights.h5"):
-        with open(output, "wb") as f:
+        with replaced_atomically(output) as partial, open(partial, "wb") as f:
             f.write(_write_weights(_weights_bytes(paths[-1]), averaged))
         return output
     templates = [p for p in paths if p.endswith(".keras")]
@@ -128,13 +129,9 @@ def replace_weights_in_keras_file(source, output, weights):
     with zipfile.ZipFile(source) as archive:
         members = {name: archive.read(name) for name in archive.namelist()}
     members[WEIGHTS_IN_KERAS_FILE] = _write_weights(members[WEIGHTS_IN_KERAS_FILE], weights)
-    directory = os.path.dirname(os.path.abspath(output))
-    with tempfile.NamedTemporaryFile(dir=directory, suffix=".keras", delete=False) as f:
-        partial = f.name
-    with zipfile.ZipFile(partial, "w") as archive:
+    with replaced_atomically(output) as partial, zipfile.ZipFile(partial, "w") as archive:
         for name, data in members.items():
             archive.writestr(name, data)
-    shutil.move(partial, output)
 
 
 def read_weights(path):

@@ -6,6 +6,7 @@ import time
 
 import keras
 
+from keras_attention.files import replaced_atomically
 from keras_attention.training.evaluation import evaluate_bleu
 
 
@@ -91,9 +92,8 @@ class EpochCheckpoints(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         os.makedirs(self.directory, exist_ok=True)
-        partial = os.path.join(self.directory, "partial.weights.h5")
-        self.model.save_weights(partial, overwrite=True)
-        os.replace(partial, os.path.join(self.directory, f"epoch-{epoch + 1:03d}.weights.h5"))
+        with replaced_atomically(os.path.join(self.directory, f"epoch-{epoch + 1:03d}.weights.h5")) as partial:
+            self.model.save_weights(partial, overwrite=True)
         for old in self.checkpoints()[: -self.keep]:
             os.remove(old)
 

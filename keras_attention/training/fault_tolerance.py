@@ -10,7 +10,6 @@ it was missing, then runs the remaining epochs.
 """
 
 import csv
-import json
 import math
 import os
 import shutil
@@ -18,6 +17,8 @@ import shutil
 import h5py
 import keras
 import tensorflow as tf
+
+from keras_attention.files import replaced_atomically, write_json
 
 STEPS_ATTRIBUTE = "completed_steps"
 EPOCHS_ATTRIBUTE = "completed_epochs"
@@ -98,16 +99,13 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
 
     def _save_model(self):
         os.makedirs(self.backup_dir, exist_ok=True)
-        partial = os.path.join(self.backup_dir, "partial.weights.h5")
-        self.model.save_weights(partial, overwrite=True)
-        with h5py.File(partial, "a") as f:
-            f.attrs[STEPS_ATTRIBUTE] = self.completed_steps
-            f.attrs[EPOCHS_ATTRIBUTE] = self.completed_epochs
-        os.replace(partial, self._weights_path)
-        partial = self._training_metadata_path + ".partial"
-        with open(partial, "w") as f:
-            json.dump({STEPS_ATTRIBUTE: self.completed_steps, EPOCHS_ATTRIBUTE: self.completed_epochs}, f)
-        os.replace(partial, self._training_metadata_path)
+        with replaced_atomically(self._weights_path) as partial:
+            self.model.save_weights(partial, overwrite=True)
+            with h5py.File(partial, "a") as f:
+                f.attrs[STEPS_ATTRIBUTE] = self.completed_steps
+                f.attrs[EPOCHS_ATTRIBUTE] = self.completed_epochs
+        write_json(self._training_metadata_path,
+                   {STEPS_ATTRIBUTE: self.completed_steps, EPOCHS_ATTRIBUTE: self.completed_epochs})
 
 
 def fit_resumable(model, dataset, epochs, steps_per_epoch, backup, callbacks=(), **fit_kwargs):

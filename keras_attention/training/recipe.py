@@ -5,7 +5,6 @@ reads like a script, top to bottom; each step prints what it did.
 """
 
 import dataclasses
-import json
 import os
 import time
 
@@ -14,6 +13,8 @@ import tensorflow as tf
 
 from keras_attention import data
 from keras_attention.decoding.translator import Translator
+from keras_attention.files import write_json
+from keras_attention.options import check_options
 from keras_attention.models import build_model
 from keras_attention.training import distribution
 from keras_attention.training.callbacks import (
@@ -33,6 +34,7 @@ from keras_attention.training.fault_tolerance import (
 from keras_attention.training.losses import MaskedSparseCrossEntropy
 from keras_attention.training.metrics import MaskedTokenAccuracy
 from keras_attention.training.optimizers import Adam
+from keras_attention.training.run_folder import RunFolder
 from keras_attention.training.schedules import TransformerSchedule
 
 DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
@@ -78,9 +80,15 @@ class TrainConfig:
             tasks than the chief of a multi-worker cluster use a subfolder).
         backup_every_steps: back up the training state every N steps (and at
             each epoch end), or None for epoch ends only; a killed run started
-            again with the same command resumes from the backup.
+            again with `resume=True` continues from the backup.
+        resume: continue the run in `output_dir` from its backup (or start
+            one if the folder holds none). Defaults to False.
+        overwrite: start again in an `output_dir` that holds a run; the old
+            run is deleted only once the new one has finished (see
+            `training.run_folder`). Without `resume` or `overwrite`, a
+            folder holding a run is an error. Defaults to False.
         keep_backup: keep `backup/` after the run (it is removed otherwise),
-            so that the same command with more `epochs` extends the run
+            so that `resume=True` with more `epochs` extends the run
             instead of starting again. The extension continues the optimizer
             from the last step, and the learning-rate schedule too when it
             does not depend on the epoch count (a fixed rate, or an explicit
@@ -129,6 +137,8 @@ class TrainConfig:
     jit_compile: bool = True
     output_dir: str = "runs/latest"
     backup_every_steps: int = None
+    resume: bool = False
+    overwrite: bool = False
     keep_backup: bool = False
     keep_checkpoints: int = 5
     max_train_examples: int = None
@@ -142,6 +152,9 @@ class TrainConfig:
     vocab_sample: int = 1_000_000
     joint_vocabulary: bool = False
     cache_limit: int = 200_000
+
+    def __post_init__(self):
+        check_options(self)  # the ranges the command line checks too
 
 
 def load_splits(config, report=None):
@@ -276,6 +289,7 @@ class TrainingData:
     report: data.CorpusReport
     streaming: bool
     prepared_counts: dict = None
+    languages: tuple = None
 
 
 def prepare_data(config, strategy):
@@ -362,7 +376,9 @@ def _prepared_data(config, valid_pairs, test_pairs, description, report, strateg
     valid_ds = _valid_batches(config, valid_pairs, source_tok, target_tok, max_length)
     return TrainingData(train_ds, valid_ds, valid_pairs, test_pairs, source_tok, target_tok,
                         steps_per_epoch, steps_per_epoch, max_length, description, report, True,
-                        prepared_counts=counts)
+                        prepared_counts=counts, languages=(
+                            corpus.manifest.get("source_language", config.source),
+                            corpus.manifest.get("target_language", config.target)))
 
 
 def _valid_batches(config, valid_pairs, source_tok, target_tok, max_length):
@@ -402,7 +418,17 @@ def _train(config, verbose):
     output_dir = config.output_dir
     if not distribution.is_chief(strategy):
         output_dir = os.path.join(output_dir, distribution.task_name(strategy))
-    os.makedirs(output_dir, exist_ok=True)
+    folder = RunFolder(output_dir, resume=config.resume, overwrite=config.overwrite)
+    try:
+        result = _run(config, verbose, strategy, output_dir)
+    except BaseException:
+        folder.failed()
+        raise
+    folder.finished()
+    return result
+
+
+def _run(config, verbose, strategy, output_dir):
     keras.utils.set_random_seed(config.seed)
     set_precision(config.precision)
     jit_compile = config.jit_compile and distribution.xla_supported(strategy)
@@ -431,7 +457,10 @@ def _train(config, verbose):
     backup.set_model(model)
     resumed_from = backup.restore()
     check_backup_fits(backup, config.epochs, steps_per_epoch)  # before anything is written
-    translator = Translator(model, source_tok, target_tok, prepared.max_length, prepared.max_length)
+    source_language, target_language = prepared.languages or (config.source, config.target)
+    translator = Translator(model, source_tok, target_tok, prepared.max_length, prepared.max_length,
+                            metadata={"source_language": source_language, "target_language": target_language,
+                                      "dataset": prepared.description})
     # Early too (evaluators need the vocabularies); after the restore, so a resumed run's copy is its latest state.
     translator.save(os.path.join(output_dir, "translator"))
     report_callback = CorpusReportCallback(prepared.report, verbose=bool(verbose))
@@ -468,6 +497,5 @@ def _train(config, verbose):
         # Lists, not tuples: the returned results equal what results.json reads back.
         results["examples"] = [[ref, hyp] for ref, hyp in zip(scores["references"][:3], scores["hypotheses"][:3])]
     results["history"] = history
-    with open(os.path.join(output_dir, "results.json"), "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=2, ensure_ascii=False)
+    write_json(os.path.join(output_dir, "results.json"), results, indent=2)
     return translator, results

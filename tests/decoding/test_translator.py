@@ -1,5 +1,6 @@
 """Translator: strings in, strings out, with tokenizers, truncation and saving."""
 
+import os
 import warnings
 
 import numpy as np
@@ -40,14 +41,29 @@ def test_translations_match_direct_greedy_decoding(tokenizers, kind):
     translator = _translator(tokenizers, kind)
     result = translator.translate(SENTENCES)
     source, target = tokenizers
-    ids = [[source.start_id, *source.tokenize(s).numpy().tolist(), source.end_id] for s in SENTENCES]
+    ids = [[source.start_id, *source.tokenize(s).numpy().tolist(), source.end_id] for s in SENTENCES[:2]]
     width = max(map(len, ids))
     ids = np.array([row + [0] * (width - len(row)) for row in ids], "int32")
     direct = greedy_decode(translator.model, ids, target.start_id, target.end_id, 12)
-    np.testing.assert_array_equal(result.tokens, direct.tokens.numpy())
+    np.testing.assert_array_equal(result.tokens[:2], direct.tokens.numpy())
     expected = [t.decode() for t in target.detokenize(direct.tokens).numpy()]
-    assert result.texts == expected
-    assert len(result.texts) == 3 and result.scores.shape == (3,)
+    assert result.texts == [*expected, ""]  # the empty sentence: empty out, not an invented one
+    assert not result.tokens[2].any() and result.scores[2] == 0 and result.scores.shape == (3,)
+
+
+@pytest.mark.parametrize("method, options", [("greedy", {}), ("beam", {"beam_size": 3}),
+                                             ("sample", {"top_k": 3, "seed": 1})])
+def test_blank_sentences_give_blank_translations_in_place(tokenizers, method, options):
+    translator = _translator(tokenizers)
+    result = translator.translate(["  ", "3 March 1999", "", "\t"], method=method,
+                                  return_attention=method != "sample", **options)
+    alone = translator.translate(["3 March 1999"], method=method, **options)
+    assert result.texts == ["", alone.texts[0], "", ""] and result.truncated == 0
+    assert result.tokens.shape[0] == 4 and not result.tokens[[0, 2, 3]].any()
+    if method != "sample":
+        assert result.attention.shape[0] == 4 and not result.attention[[0, 2, 3]].any()
+        assert result.source_tokens[0] == [] and result.source_tokens[1][0] == "[START]"
+    assert translator(["", " "]) == ["", ""]
 
 
 def test_methods_attention_and_edge_cases(tokenizers):
@@ -91,6 +107,27 @@ def test_save_and_load_give_the_same_translations(tokenizers, tmp_path):
     assert loaded.max_source_length == 24 and loaded.target_tokenizer.vocabulary == tokenizers[1].vocabulary
     with pytest.raises(FileNotFoundError, match="translator.json"):
         Translator.load(str(tmp_path / "missing"))
+
+
+def test_the_saved_translator_records_what_it_translates(tokenizers, tmp_path):
+    import json
+
+    import keras_attention
+
+    metadata = {"source_language": "en", "target_language": "de", "dataset": "dates"}
+    _translator(tokenizers, metadata=metadata).save(str(tmp_path / "t"))
+    assert sorted(os.listdir(tmp_path / "t")) == ["model.keras", "translator.json"]  # no temporary file left
+    loaded = Translator.load(str(tmp_path / "t"))
+    assert loaded.languages == ("en", "de")
+    assert loaded.metadata == {**metadata, "keras_attention_version": keras_attention.__version__}
+    # A translator.json from before the metadata: loads, with a warning, languages unknown.
+    path = tmp_path / "t" / "translator.json"
+    config = json.loads(path.read_text())
+    del config["metadata"]
+    path.write_text(json.dumps(config))
+    with pytest.warns(UserWarning, match="older keras-attention"):
+        old = Translator.load(str(tmp_path / "t"))
+    assert old.languages == (None, None)
 
 
 def test_bad_arguments(tokenizers):

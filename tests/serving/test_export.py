@@ -132,6 +132,8 @@ def test_hostile_inputs(method, signatures, translator):
     assert np.all(np.isfinite(out["scores"].numpy()))
     for text in out["translations"].numpy():
         text.decode("utf-8")  # valid UTF-8 whatever came in
+    assert out["translations"].numpy()[:2].tolist() == [b"", b""]  # empty in, empty out
+    assert out["scores"].numpy()[:2].tolist() == [0.0, 0.0]
 
     # The long sentence translates as its first max_source_length - 2 pieces.
     tokenizer = translator.source_tokenizer

@@ -117,7 +117,7 @@ def _train_command(output):
     return ["-m", "keras_attention.cli", "train", "--model", "transformer", "--preset", "tiny",
             "--dataset", "dates", "--vocab-size", "200", "--max-length", "32", "--epochs", "3",
             "--batch-size", "16", "--max-train-examples", "640", "--no-jit", "--seed", "1",
-            "--backup-every-steps", "3", "--keep-checkpoints", "3", "--output", str(output)]
+            "--backup-every-steps", "3", "--keep-checkpoints", "3", "--output", str(output), "--resume"]
 
 
 def _iterations(translator_dir):

@@ -1,0 +1,95 @@
+"""The allowed range of every numeric option, shared by `TrainConfig` and the command line.
+
+One table, so that `train(TrainConfig(epochs=0))` and `keras-attention train
+--epochs 0` refuse the same values with the same words:
+
+    `epochs` must be an integer >= 1. Received: epochs=0
+    argument --epochs: must be an integer >= 1. Received: 0
+"""
+
+import argparse
+import dataclasses
+import math
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """Numbers from `low` to `high`; an open end excludes its bound."""
+
+    kind: type
+    low: float = None
+    high: float = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def describe(self):
+        noun = "an integer" if self.kind is int else "a number"
+        if self.low is not None and self.high is not None:
+            left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            return f"{noun} in {left}{self.low}, {self.high}{right}"
+        if self.low is not None:
+            return f"{noun} {'>' if self.low_open else '>='} {self.low}"
+        return noun
+
+    def contains(self, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if self.kind is int and not isinstance(value, int):
+            return False
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+
+COUNT = Range(int, 1)
+COUNT_OR_ZERO = Range(int, 0)
+POSITIVE = Range(float, 0, low_open=True)
+PROBABILITY_BELOW_ONE = Range(float, 0, 1, high_open=True)
+
+RANGES = {
+    # training
+    "epochs": COUNT, "batch_size": COUNT, "batch_tokens": COUNT, "learning_rate": POSITIVE,
+    "warmup_steps": COUNT_OR_ZERO, "label_smoothing": PROBABILITY_BELOW_ONE,
+    "backup_every_steps": COUNT, "keep_checkpoints": COUNT_OR_ZERO, "bleu_sample": COUNT_OR_ZERO,
+    "cache_limit": COUNT,
+    # data
+    "vocab_size": COUNT, "target_vocab_size": COUNT, "max_length": COUNT, "vocab_sample": COUNT,
+    "max_train_examples": COUNT, "max_words": COUNT, "max_ratio": Range(float, 1), "shard_size": COUNT,
+    # decoding
+    "beam_size": COUNT, "length_penalty": Range(float, 0), "temperature": POSITIVE, "top_k": COUNT,
+    "top_p": Range(float, 0, 1, low_open=True),
+}
+
+
+def check_option(name, value):
+    """Return `value` if it is None or in `RANGES[name]`, else raise ValueError naming both."""
+    allowed = RANGES[name]
+    if value is not None and not allowed.contains(value):
+        raise ValueError(f"`{name}` must be {allowed.describe()}. Received: {name}={value!r}")
+    return value
+
+
+def check_options(config):
+    """`check_option` for every field of the dataclass `config` that has a range."""
+    for field in dataclasses.fields(config):
+        if field.name in RANGES:
+            check_option(field.name, getattr(config, field.name))
+
+
+def argument_type(name):
+    """An argparse `type` that parses option `name` and checks its range while parsing."""
+    allowed = RANGES[name]
+
+    def parse(text):
+        try:
+            value = allowed.kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {allowed.describe()}. Received: {text!r}") from None
+        if not allowed.contains(value):
+            raise argparse.ArgumentTypeError(f"must be {allowed.describe()}. Received: {text}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in some messages
+    return parse

@@ -1,0 +1,85 @@
+"""The output folder of a training run: never replaced silently, never left half-replaced.
+
+`train` into a folder that already holds a run stops with one line unless
+told what to do:
+
+- `resume=True` continues the run from its backup (an interrupted run, or a
+  finished one kept with `keep_backup`, for more epochs). In a folder with no
+  run yet it starts one, so a job scheduler can restart the same command.
+- `overwrite=True` starts again. The old run's files are moved to
+  `OUTPUT/.previous-run/` and deleted only when the new run has finished; if
+  the new run fails or is interrupted, they are moved back.
+"""
+
+import os
+import shutil
+
+# What a run writes into its folder; any of them means the folder holds a run.
+RUN_ENTRIES = ("translator", "backup", "checkpoints", "history.csv", "results.json")
+PREVIOUS = ".previous-run"
+
+
+class RunFolder:
+    """Claim `path` for a run (see the module docstring); `finished()` or `failed()` at the end."""
+
+    def __init__(self, path, resume=False, overwrite=False):
+        if resume and overwrite:
+            raise ValueError("Give at most one of resume and overwrite (--resume, --overwrite). "
+                             "Received: both")
+        self.path = os.fspath(path)
+        self.created = not os.path.exists(self.path)
+        previous = os.path.join(self.path, PREVIOUS)
+        if os.path.exists(previous):
+            raise ValueError(f"{previous} holds a run that an interrupted --overwrite set aside: "
+                             f"move its contents back into {self.path} or delete it, then run again.")
+        held = self.entries()
+        if held and not (resume or overwrite):
+            raise ValueError(f"{self.path} already holds a run ({', '.join(held)}): pass --resume to continue "
+                             "it (with more --epochs to extend a finished one) or --overwrite to start again.")
+        if resume and held and not os.path.isdir(os.path.join(self.path, "backup")):
+            raise ValueError(f"{self.path} holds a finished run without its backup, so it cannot be resumed "
+                             "(--keep-backup keeps it); pass --overwrite to start again.")
+        self.held, self.set_aside = held, None
+        if overwrite and held:
+            self.set_aside = previous
+            os.makedirs(previous)
+            for name in held:
+                os.replace(os.path.join(self.path, name), os.path.join(previous, name))
+        os.makedirs(self.path, exist_ok=True)
+
+    def entries(self):
+        return [name for name in RUN_ENTRIES if os.path.exists(os.path.join(self.path, name))]
+
+    def finished(self):
+        """The new run is complete: drop what `overwrite` set aside."""
+        if self.set_aside:
+            shutil.rmtree(self.set_aside, ignore_errors=True)
+
+    def failed(self):
+        """The run stopped with an error: put back what was there before it started.
+
+        With `overwrite`, the new run's files go and the old run comes back.
+        Otherwise, once a backup exists everything stays (a later `--resume`
+        continues from it); before that, what this run wrote goes, and so
+        does the folder if this run created it.
+        """
+        if self.set_aside:
+            for name in self.entries():
+                _remove(os.path.join(self.path, name))
+            for name in os.listdir(self.set_aside):
+                os.replace(os.path.join(self.set_aside, name), os.path.join(self.path, name))
+            os.rmdir(self.set_aside)
+            return
+        if "backup" in self.entries():
+            return
+        for name in set(self.entries()) - set(self.held):
+            _remove(os.path.join(self.path, name))
+        if self.created and not os.listdir(self.path):
+            os.rmdir(self.path)
+
+
+def _remove(path):
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    else:
+        os.remove(path)

@@ -1,0 +1,58 @@
+"""Numeric options: one table of ranges, the same refusal from the command line and from Python."""
+
+import pytest
+
+from keras_attention.cli import _parser
+from keras_attention.options import RANGES, Range, check_option
+from keras_attention.training.recipe import TrainConfig
+
+
+@pytest.mark.parametrize("allowed, inside, outside, words", [
+    (Range(int, 1), [1, 7], [0, -1, 1.5, True, None], "an integer >= 1"),
+    (Range(float, 0, low_open=True), [1e-9, 3], [0, -1e-3, float("nan"), float("inf")], "a number > 0"),
+    (Range(float, 0, 1, high_open=True), [0, 0.5], [1, 1.2, -0.1], "a number in [0, 1)"),
+    (Range(float, 0, 1, low_open=True), [1, 0.1], [0, 1.01], "a number in (0, 1]"),
+])
+def test_ranges(allowed, inside, outside, words):
+    assert allowed.describe() == words
+    assert all(allowed.contains(v) for v in inside)
+    assert not any(allowed.contains(v) for v in outside)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--epochs", "0"], "argument --epochs: must be an integer >= 1. Received: 0"),
+    (["train", "--epochs", "-1"], "argument --epochs: must be an integer >= 1. Received: -1"),
+    (["train", "--epochs", "two"], "argument --epochs: must be an integer >= 1. Received: 'two'"),
+    (["train", "--learning-rate", "-1"], "argument --learning-rate: must be a number > 0. Received: -1"),
+    (["train", "--label-smoothing", "1"], "argument --label-smoothing: must be a number in [0, 1). Received: 1"),
+    (["train", "--batch-size", "0"], "argument --batch-size: must be an integer >= 1"),
+    (["train", "--max-ratio", "0.5"], "argument --max-ratio: must be a number >= 1"),
+    (["prepare", "--output", "x", "--shard-size", "0"], "argument --shard-size: must be an integer >= 1"),
+    (["translate", "t", "x", "--top-p", "0"], "argument --top-p: must be a number in (0, 1]. Received: 0"),
+    (["translate", "t", "x", "--temperature", "nan"], "argument --temperature: must be a number > 0"),
+    (["export", "t", "out", "--beam-size", "0"], "argument --beam-size: must be an integer >= 1"),
+])
+def test_the_command_line_names_option_value_and_range(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        _parser().parse_args(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_python_refuses_with_the_same_words():
+    with pytest.raises(ValueError, match=r"^`epochs` must be an integer >= 1. Received: epochs=0$"):
+        TrainConfig(epochs=0)
+    with pytest.raises(ValueError, match=r"`learning_rate` must be a number > 0. Received: learning_rate=-1"):
+        TrainConfig(learning_rate=-1)
+    with pytest.raises(ValueError, match=r"`label_smoothing` must be a number in \[0, 1\)"):
+        TrainConfig(label_smoothing=1.0)
+    TrainConfig(learning_rate=None, batch_tokens=None, warmup_steps=0, keep_checkpoints=0)  # optional ones
+    assert check_option("top_k", None) is None
+
+
+def test_every_range_is_used_by_some_flag():
+    flags = set()
+    parser = _parser()
+    for action in parser._subparsers._group_actions[0].choices.values():
+        flags |= {a.dest for a in action._actions if getattr(a.type, "__name__", None) == a.dest}
+    assert flags == set(RANGES) - {"bleu_sample", "target_vocab_size"}  # these two: Python only
