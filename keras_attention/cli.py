@@ -194,6 +194,18 @@ def _tuple(values):
     return tuple(values) if values else None
 
 
+def _argument_text(text, number):
+    """A command-line sentence as valid text: bytes that were not UTF-8 replaced, with a warning."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:  # Python keeps undecodable argv bytes as lone surrogates
+        raw = os.fsencode(text)
+        print(f"warning: sentence {number} on the command line is not valid UTF-8; undecodable bytes "
+              "replaced with U+FFFD", file=sys.stderr)
+        return raw.decode("utf-8", errors="replace")
+
+
 def _read_stdin_lines():
     """Lines of stdin as str; bytes that are not UTF-8 are replaced, with a warning."""
     lines = []
@@ -228,6 +240,19 @@ def main(argv=None):
     except (ValueError, FileNotFoundError, OSError) as error:
         print(f"keras-attention {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"\nkeras-attention {args.command}: interrupted{_how_to_go_on(args)}", file=sys.stderr)
+        return 130  # 128 + SIGINT, as shells report it
+
+
+def _how_to_go_on(args):
+    """For an interrupted `train`: where its backup is and how to continue from it."""
+    if args.command != "train":
+        return "."
+    backup = os.path.join(args.output, "backup")
+    if os.path.isdir(backup):
+        return f"; the last backup is in {backup}: run the same command with --resume to continue."
+    return f"; no backup was written yet, so {args.output} is as it was before."
 
 
 def _run(args):
@@ -270,7 +295,7 @@ def _run(args):
               f"{scores['bleu_lowercase']:.2f} (lower-cased), chrF {scores['chrf']:.2f}, "
               f"{scores['num_sentences']} sentences")
         return 0
-    sentences = args.sentences or _read_stdin_lines()
+    sentences = [_argument_text(s, i) for i, s in enumerate(args.sentences, 1)] or _read_stdin_lines()
     result = translator.translate(sentences, method=args.method,
                                   return_attention=bool(args.plot_attention), **options)
     for text in result.texts:

@@ -47,6 +47,20 @@ def test_translate_stdin_with_bad_bytes(demo_dir):
     assert b"Traceback" not in result.stderr
 
 
+def test_translate_argument_with_bad_bytes(demo_dir):
+    """Non-UTF-8 bytes in a command-line sentence: replaced with a warning, as on stdin."""
+    result = subprocess.run(
+        [sys.executable.encode(), b"-m", b"keras_attention.cli", b"translate", os.fsencode(demo_dir / "translator"),
+         b"12 \xff mai 1990", b""],
+        capture_output=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"sentence 1 on the command line is not valid UTF-8" in result.stderr
+    assert b"Traceback" not in result.stderr
+    lines = result.stdout.decode().splitlines()
+    assert len(lines) == 2 and lines[0] and lines[1] == ""
+
+
 def test_evaluate_on_dates(demo_dir, capsys):
     assert main(["evaluate", str(demo_dir / "translator"), "--dataset", "dates", "--split", "valid"]) == 0
     out = capsys.readouterr().out
@@ -74,3 +88,13 @@ def test_clear_errors(tmp_path, capsys):
                  str(tmp_path / "a.de"), "--output", str(tmp_path / "run")]
     assert main(bad_files) == 2
     assert "a.en" in capsys.readouterr().err
+
+
+def test_a_corpus_smaller_than_a_batch_trains_on_partial_batches(tmp_path, capsys):
+    command = ["train", "--model", "bahdanau", "--preset", "tiny", "--dataset", "dates", "--vocab-size", "200",
+               "--max-length", "32", "--epochs", "1", "--batch-size", "256", "--max-train-examples", "200",
+               "--output", str(tmp_path / "run")]  # XLA on: full batches only, unless none is full
+    assert main(command) == 0
+    out = capsys.readouterr().out
+    assert "fills no whole batch of 256 pairs in any length bucket (200 pairs): training on partial" in out
+    assert (tmp_path / "run" / "translator" / "model.keras").exists()

@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 import warnings
+import zipfile
 
 import keras
 import numpy as np
@@ -206,13 +207,21 @@ class Translator(tf.Module):
                 f"No translator in {directory!r}: {config_path!r} is missing "
                 "(write one with Translator.save or `keras-attention train`)."
             )
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
+        try:
+            with open(config_path, encoding="utf-8") as f:
+                config = json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            where = f"line {error.lineno}: {error.msg}" if isinstance(error, json.JSONDecodeError) else "not UTF-8"
+            raise ValueError(f"{config_path}: invalid JSON ({where}); write it again with Translator.save "
+                             "or `keras-attention train`.") from None
+        missing = [k for k in ("source_tokenizer", "target_tokenizer", "max_source_length", "max_target_length")
+                   if k not in config]
+        if missing:
+            raise ValueError(f"{config_path}: not a translator configuration (no {', '.join(missing)}).")
         if "metadata" not in config:
             warnings.warn(f"{config_path} was written by an older keras-attention: the languages and "
                           "data set it was trained on are unknown.", stacklevel=2)
-        # compile=False: inference needs no optimizer or loss.
-        model = keras.models.load_model(os.path.join(directory, "model.keras"), compile=False)
+        model = _load_model(os.path.join(directory, "model.keras"))
         return cls(
             model,
             SubwordTokenizer.from_config(config["source_tokenizer"]),
@@ -226,6 +235,19 @@ class Translator(tf.Module):
     def languages(self):
         """`(source, target)` language codes, `None` where unknown."""
         return self.metadata.get("source_language"), self.metadata.get("target_language")
+
+
+def _load_model(path):
+    """The Keras model in `path`, or one line saying why not."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: missing; the translator folder needs the model beside translator.json.")
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path}: not a valid Keras archive (truncated or not a .keras file).")
+    try:
+        return keras.models.load_model(path, compile=False)  # inference needs no optimizer or loss
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"{path}: not a valid Keras archive ({reason}).") from None
 
 
 def _with_blanks(translation, filled, size):

@@ -60,38 +60,58 @@ def rest_ids_request(source_ids, format="instances", signature_name=IDS_SIGNATUR
     return _body(_pad(source_ids).tolist(), format, signature_name)
 
 
-def parse_rest_reply(reply):
+class ServingError(RuntimeError):
+    """A REST reply that is not a translation: the server's error, or a body that cannot be read.
+
+    Attributes:
+        status: int or None. The HTTP status, when the caller passed it.
+        message: str. TF Serving's error message, or what is wrong with the body.
+    """
+
+    def __init__(self, message, status=None):
+        self.status, self.message = status, message
+        super().__init__(f"TF Serving{f' (HTTP {status})' if status else ''}: {message}")
+
+
+def parse_rest_reply(reply, status=None):
     """Columns of a REST predict reply (row or columnar layout).
 
     Args:
         reply: the reply body: a dict, or JSON as str or bytes.
+        status: int or None. The reply's HTTP status, reported in errors.
+            Defaults to None.
 
     Returns:
         A dict from output name to a list, one entry a sentence.
 
     Raises:
-        RuntimeError: the reply is TF Serving's `{"error": ...}`.
-        ValueError: the reply is neither layout.
+        ServingError: the reply is TF Serving's `{"error": ...}`, or not
+            JSON, or neither layout. Its `status` and `message` say which.
     """
     if isinstance(reply, (str, bytes)):
-        reply = json.loads(reply)
-    if not isinstance(reply, dict) or "error" in reply:
-        message = reply.get("error") if isinstance(reply, dict) else reply
-        raise RuntimeError(f"TF Serving answered with an error: {message}")
-    if "predictions" in reply:
-        rows = reply["predictions"]
-        if rows and not isinstance(rows[0], dict):  # a single output: plain values
-            rows = [{"output": row} for row in rows]
-        names = rows[0].keys() if rows else ()
-        return {name: [_from_json(row[name]) for row in rows] for name in names}
-    if "outputs" in reply:
-        outputs = reply["outputs"]
-        if not isinstance(outputs, dict):
-            outputs = {"output": outputs}
-        return {name: _from_json(values) for name, values in outputs.items()}
-    raise ValueError(
-        f"A REST predict reply has 'predictions' or 'outputs'. Received: reply keys {sorted(reply)}"
-    )
+        try:
+            reply = json.loads(reply)
+        except ValueError as error:  # JSONDecodeError, or bytes that are not UTF-8
+            raise ServingError(f"the reply is not JSON ({error})", status) from None
+    if isinstance(reply, dict) and "error" in reply:
+        raise ServingError(str(reply["error"]), status)
+    if not isinstance(reply, dict):
+        raise ServingError(f"the reply is not a JSON object: {str(reply)[:200]}", status)
+    try:
+        if "predictions" in reply:
+            rows = reply["predictions"]
+            if rows and not isinstance(rows[0], dict):  # a single output: plain values
+                rows = [{"output": row} for row in rows]
+            names = rows[0].keys() if rows else ()
+            return {name: [_from_json(row[name]) for row in rows] for name in names}
+        if "outputs" in reply:
+            outputs = reply["outputs"]
+            if not isinstance(outputs, dict):
+                outputs = {"output": outputs}
+            return {name: _from_json(values) for name, values in outputs.items()}
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        raise ServingError(f"a malformed predict reply ({type(error).__name__}: {error})", status) from None
+    raise ServingError(f"a predict reply has 'predictions' or 'outputs'; this one has {sorted(reply)}", status)
 
 
 def predict_request(sentences, model_name="translator", version=None, signature_name=SERVING_SIGNATURE):

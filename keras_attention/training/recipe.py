@@ -327,32 +327,51 @@ def prepare_data(config, strategy):
           f"sentences ({time.time() - started:.0f} s).")
     report.reset()  # count the training pass only, not the vocabulary's sample
 
+    def batches(drop_remainder):
+        return data.make_translation_dataset(
+            train_pairs, source_tok, target_tok, None if config.batch_tokens else config.batch_size,
+            batch_tokens=config.batch_tokens, max_length=config.max_length,
+            bucket_boundaries="auto", pad_to_bucket_boundary=config.jit_compile,
+            drop_remainder=drop_remainder, shuffle=True, seed=config.seed, return_stats=True,
+            cache=not streaming, stats_sample=STATS_SAMPLE if streaming else None, report=report,
+            strict=config.strict_data and len(train_pairs.element_spec) == 3,
+        )
+
     # Under XLA every new batch shape costs a compilation: pad each batch to its
     # bucket's boundary and drop the ragged last batch, so a few shapes recur.
-    train_ds, stats = data.make_translation_dataset(
-        train_pairs, source_tok, target_tok, None if config.batch_tokens else config.batch_size,
-        batch_tokens=config.batch_tokens, max_length=config.max_length,
-        bucket_boundaries="auto", pad_to_bucket_boundary=config.jit_compile,
-        drop_remainder=config.jit_compile, shuffle=True, seed=config.seed, return_stats=True,
-        cache=not streaming, stats_sample=STATS_SAMPLE if streaming else None, report=report,
-        strict=config.strict_data and len(train_pairs.element_spec) == 3,
-    )
+    train_ds, stats = batches(drop_remainder=config.jit_compile)
     if streaming:
         report.reset()  # the length sample read the corpus' head: count from the first epoch on
         steps_per_epoch, schedule_steps = None, _estimate_steps(total or STATS_SAMPLE, stats, config)
     else:
-        steps_per_epoch = int(train_ds.cardinality())
-        if steps_per_epoch < 0:  # bucketing hides the count: count once, then declare it
-            steps_per_epoch = sum(1 for _ in train_ds)
-            train_ds = train_ds.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
+        train_ds, steps_per_epoch = _counted(train_ds)
+        if steps_per_epoch == 0 and config.jit_compile and stats.pairs > stats.long_pairs:
+            # A small corpus whose length buckets each hold less than a batch: keep the partial ones.
+            train_ds, steps_per_epoch = _counted(batches(drop_remainder=False)[0])
+            print(f"The training data fills no whole batch of {_batch_words(config)} in any length bucket "
+                  f"({stats.pairs - stats.long_pairs} pairs): training on partial batches, "
+                  f"{steps_per_epoch} an epoch.")
         schedule_steps = steps_per_epoch
     if steps_per_epoch == 0:
-        raise ValueError(f"The training data gives no full batch ({stats}); use a smaller "
-                         f"--batch-size (now {config.batch_size}) or --batch-tokens, or more data.")
+        raise ValueError(f"The training data gives no batch ({stats}); raise --max-length "
+                         f"(now {config.max_length}) or give more data.")
     valid_ds = _valid_batches(config, valid_pairs, source_tok, target_tok, config.max_length)
     return TrainingData(train_ds, valid_ds, valid_pairs, test_pairs, source_tok, target_tok,
                         steps_per_epoch, schedule_steps, config.max_length, description, report,
                         streaming)
+
+
+def _counted(train_ds):
+    """`(dataset, batches in one pass)`, the count declared on the dataset for `fit`."""
+    steps = int(train_ds.cardinality())
+    if steps < 0:  # bucketing hides the count: count once, then declare it
+        steps = sum(1 for _ in train_ds)
+        train_ds = train_ds.apply(tf.data.experimental.assert_cardinality(steps))
+    return train_ds, steps
+
+
+def _batch_words(config):
+    return f"{config.batch_tokens} tokens" if config.batch_tokens else f"{config.batch_size} pairs"
 
 
 def _prepared_data(config, valid_pairs, test_pairs, description, report, strategy):

@@ -130,6 +130,27 @@ def test_the_saved_translator_records_what_it_translates(tokenizers, tmp_path):
     assert old.languages == (None, None)
 
 
+def test_a_damaged_translator_folder_is_named_in_one_line(tokenizers, tmp_path):
+    folder = tmp_path / "t"
+    _translator(tokenizers).save(str(folder))
+    model = (folder / "model.keras").read_bytes()
+    (folder / "model.keras").write_bytes(model[: len(model) // 2])
+    with pytest.raises(ValueError, match=r"model.keras: not a valid Keras archive \(truncated"):
+        Translator.load(str(folder))
+    (folder / "model.keras").write_bytes(model)
+    config = (folder / "translator.json").read_text()
+    (folder / "translator.json").write_text(config[:-20])
+    with pytest.raises(ValueError, match=r"translator.json: invalid JSON \(line 1: "):
+        Translator.load(str(folder))
+    (folder / "translator.json").write_text('{"max_source_length": 3}')
+    with pytest.raises(ValueError, match="not a translator configuration \\(no source_tokenizer, target_tokenizer"):
+        Translator.load(str(folder))
+    os.remove(folder / "model.keras")
+    (folder / "translator.json").write_text(config)
+    with pytest.raises(FileNotFoundError, match="model.keras: missing"):
+        Translator.load(str(folder))
+
+
 def test_bad_arguments(tokenizers):
     with pytest.raises(ValueError, match="max_target_length=64"):
         _translator(tokenizers, max_target_length=64)  # the model's positions stop at 32

@@ -1,6 +1,7 @@
 """REST bodies and gRPC requests built by the helpers, answered as TF Serving would."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -80,10 +81,15 @@ def test_parse_rest_replies_of_both_layouts_and_errors():
     assert requests.parse_rest_reply({"predictions": []}) == {}
     as_bytes = {"outputs": {"name_bytes": [{"b64": "Y2Fm"}]}}
     assert requests.parse_rest_reply(as_bytes) == {"name_bytes": ["caf"]}
-    with pytest.raises(RuntimeError, match="Missing 'inputs'"):
-        requests.parse_rest_reply('{"error": "Missing \'inputs\' or \'instances\' key"}')
-    with pytest.raises(ValueError, match="predictions"):
-        requests.parse_rest_reply({"result": 1})
+    with pytest.raises(requests.ServingError, match=r"TF Serving \(HTTP 400\): Missing 'inputs'") as error:
+        requests.parse_rest_reply('{"error": "Missing \'inputs\' or \'instances\' key"}', status=400)
+    assert error.value.status == 400 and error.value.message == "Missing 'inputs' or 'instances' key"
+    for bad, words in [({"result": 1}, "has 'predictions' or 'outputs'; this one has ['result']"),
+                       ("<html>502 Bad Gateway</html>", "not JSON"), (b"\xff\xfe", "not JSON"),
+                       ("[1, 2]", "not a JSON object"), ({"predictions": [{"a": 1}, {"b": 2}]}, "malformed"),
+                       ({"outputs": {"x": [{"b64": "abc"}]}}, "malformed")]:
+        with pytest.raises(requests.ServingError, match=re.escape(words)):
+            requests.parse_rest_reply(bad)
 
 
 def test_clients_of_the_readme_over_real_sockets(signatures):

@@ -214,3 +214,29 @@ def test_cli_keep_backup_extends_a_finished_run_with_more_epochs(tmp_path):
     assert "Traceback" not in log
     assert json.loads((output / "backup" / "training_metadata.json").read_text())["completed_steps"] == 2 * steps_per_epoch
     assert _iterations(output / "translator") == 2 * steps_per_epoch  # the finished run's translator is intact
+
+
+def test_ctrl_c_stops_with_one_line_and_a_whole_backup(tmp_path):
+    output = tmp_path / "run"
+    metadata = output / "backup" / "training_metadata.json"
+    command = [*_train_command(output)]
+    command[command.index("--epochs") + 1] = "50"
+    process = subprocesses.start(command, tmp_path / "run.log")
+    deadline = time.monotonic() + 600
+    try:
+        while time.monotonic() < deadline and process.poll() is None and not metadata.exists():
+            time.sleep(0.05)
+        time.sleep(1.0)  # inside training, between or during backups
+        os.killpg(process.pid, signal.SIGINT)
+        code = subprocesses.finish([process], timeout=120)[0]
+    finally:
+        subprocesses.kill(process)
+    log = open(tmp_path / "run.log", errors="replace").read()
+    assert code == 130, log[-3000:]
+    assert "Traceback" not in log
+    last = log.strip().splitlines()[-1]
+    assert last == (f"keras-attention train: interrupted; the last backup is in {output / 'backup'}: "
+                    "run the same command with --resume to continue."), last
+    assert not [name for name in os.listdir(output / "backup") if "partial" in name]
+    assert not [name for name in os.listdir(output / "translator") if "partial" in name]
+    assert json.loads(metadata.read_text())["completed_steps"] > 0
