@@ -122,6 +122,7 @@ def _parser():
     average.add_argument("--output", required=True,
                          help="a .weights.h5 or .keras file; with --translator, a new translator folder")
     average.add_argument("--translator", help="a translator folder whose model gets the averaged weights")
+    average.add_argument("--overwrite", action="store_true", help="replace an existing --output")
 
     export = commands.add_parser("export", help="write a SavedModel for TF Serving: strings in, translations out")
     export.add_argument("translator", help="folder written by train (…/translator)")
@@ -325,10 +326,10 @@ def _average(args):
     from keras_attention.training import averaging
 
     if not args.translator:
-        averaging.average_checkpoints(args.checkpoints, args.output)
+        averaging.average_checkpoints(args.checkpoints, args.output, overwrite=args.overwrite)
         print(f"average of {len(args.checkpoints)} checkpoints: {args.output}")
         return 0
-    averaging.average_translator(args.translator, args.checkpoints, args.output)
+    averaging.average_translator(args.translator, args.checkpoints, args.output, overwrite=args.overwrite)
     print(f"translator with the average of {len(args.checkpoints)} checkpoints: {args.output}")
     return 0
 

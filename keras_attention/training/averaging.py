@@ -25,7 +25,7 @@ from keras_attention.files import replaced_atomically
 WEIGHTS_IN_KERAS_FILE = "model.weights.h5"
 
 
-def average_checkpoints(paths, output):
+def average_checkpoints(paths, output, overwrite=False):
     """Write the average of the checkpoints `paths` to `output`.
 
     Args:
@@ -33,13 +33,15 @@ def average_checkpoints(paths, output):
             same architecture (one file is allowed, and copied).
         output: str. A `.weights.h5` file, or a `.keras` file (then the last
             `.keras` among `paths` gives the model configuration).
+        overwrite: bool. Replace an existing `output` (once the new file is
+            complete). Defaults to False: an existing `output` is an error.
 
     Returns:
         `output`.
 
     Raises:
-        ValueError: no paths, an unknown suffix, or checkpoints whose weights
-            differ in names or shapes.
+        ValueError: no paths, an unknown suffix, checkpoints whose weights
+            differ in names or shapes, or an existing `output`.
 
     Example:
 
@@ -50,6 +52,7 @@ def average_checkpoints(paths, output):
     paths = [os.fspath(p) for p in paths]
     output = os.fspath(output)
     _check_suffix(output)
+    _check_new(output, overwrite)
     averaged = average_weights(paths)
     if output.endswith(".weights.h5"):
         with replaced_atomically(output) as partial, open(partial, "wb") as f:
@@ -63,14 +66,16 @@ def average_checkpoints(paths, output):
     return output
 
 
-def average_translator(translator_dir, paths, output_dir):
+def average_translator(translator_dir, paths, output_dir, overwrite=False):
     """Write a copy of a translator folder whose model has the average of `paths`.
 
     Args:
         translator_dir: str. A folder written by `Translator.save` (the model
             in `model.keras`, the vocabularies beside it).
         paths: list of str. Checkpoints of that model (`.weights.h5` or `.keras`).
-        output_dir: str. The new translator folder (created if needed).
+        output_dir: str. The new translator folder.
+        overwrite: bool. Replace a translator already in `output_dir` (once
+            the new one is complete). Defaults to False: an error.
 
     Returns:
         `output_dir`, which `Translator.load` reads like the original.
@@ -86,13 +91,20 @@ def average_translator(translator_dir, paths, output_dir):
     source = os.path.join(translator_dir, "model.keras")
     if not os.path.exists(source):
         raise FileNotFoundError(f"No translator model at {source!r}. Received: translator_dir={translator_dir!r}")
+    _check_new(os.path.join(output_dir, "model.keras"), overwrite)
     weights = average_weights(paths)  # before writing anything: mismatched checkpoints leave no folder
     os.makedirs(output_dir, exist_ok=True)
     for name in os.listdir(translator_dir):
         if name != "model.keras" and os.path.isfile(os.path.join(translator_dir, name)):
-            shutil.copy(os.path.join(translator_dir, name), output_dir)
+            with replaced_atomically(os.path.join(output_dir, name)) as partial:
+                shutil.copy(os.path.join(translator_dir, name), partial)
     replace_weights_in_keras_file(source, os.path.join(output_dir, "model.keras"), weights)
     return output_dir
+
+
+def _check_new(path, overwrite):
+    if os.path.exists(path) and not overwrite:
+        raise ValueError(f"{path} already exists; choose another output or pass overwrite=True (--overwrite).")
 
 
 def average_weights(paths):

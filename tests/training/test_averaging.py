@@ -129,3 +129,21 @@ def test_average_translator_needs_a_model_and_writes_nothing_without_one(tmp_pat
     with pytest.raises(FileNotFoundError, match="model.keras"):
         averaging.average_translator(str(tmp_path / "no-translator"), paths, str(out))
     assert not out.exists()
+
+
+def test_an_existing_output_is_kept_unless_overwrite(tmp_path, capsys):
+    paths = _save_three(tmp_path)
+    out = tmp_path / "avg.weights.h5"
+    out.write_bytes(b"someone's weights")
+    assert cli.main(["average-checkpoints", *paths, "--output", str(out)]) == 2
+    assert "avg.weights.h5 already exists" in capsys.readouterr().err
+    assert out.read_bytes() == b"someone's weights"
+    assert cli.main(["average-checkpoints", *paths, "--output", str(out), "--overwrite"]) == 0
+    _model(9).load_weights(str(out))
+    assert [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []
+    translator = tmp_path / "translator"
+    translator.mkdir()
+    _model(4).save(str(translator / "model.keras"))
+    (translator / "translator.json").write_text("{}")
+    with pytest.raises(ValueError, match="model.keras already exists"):
+        averaging.average_translator(str(translator), paths, str(translator))
