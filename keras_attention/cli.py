@@ -1,8 +1,11 @@
 """`keras-attention`: train, evaluate, translate, export, and a one-command demo."""
 
 import argparse
+import contextlib
 import os
+import re
 import sys
+import threading
 
 from keras_attention import DATA_ENV_VAR
 from keras_attention.options import argument_type as checked
@@ -56,6 +59,8 @@ def _parser():
         prog="keras-attention",
         description="Train, evaluate and run attention translation models (Keras 3).",
     )
+    parser.add_argument("--verbose", action="store_true",
+                        help="show TensorFlow's own start-up and device log lines (hidden by default)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", help="train a translator with model.fit")
@@ -236,14 +241,54 @@ def _print_summary(results):
 
 def main(argv=None):
     args = _parser().parse_args(argv)
+    quiet = contextlib.nullcontext() if args.verbose or argv is not None else _without_tensorflow_log_lines()
     try:
-        return _run(args)
+        with quiet:
+            return _run(args)
     except (ValueError, FileNotFoundError, OSError) as error:
         print(f"keras-attention {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\nkeras-attention {args.command}: interrupted{_how_to_go_on(args)}", file=sys.stderr)
         return 130  # 128 + SIGINT, as shells report it
+
+
+# TensorFlow's C++ log lines ("I0000 00:00:1795602961.909271  3047 port.cc:153] ...") and
+# the notice absl prints before them. TensorFlow writes them straight to file
+# descriptor 2, at import and while ops run, whatever `TF_CPP_MIN_LOG_LEVEL` says.
+_TF_LOG_LINE = re.compile(rb"^([IWEF]\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]|"
+                          rb"WARNING: All log messages before absl::InitializeLog\(\) is called)")
+
+
+@contextlib.contextmanager
+def _without_tensorflow_log_lines():
+    """Route file descriptor 2 through a filter that drops TensorFlow's C++ log lines.
+
+    Everything else written to stderr (our messages, Python warnings,
+    tracebacks) passes unchanged, line by line; the filter drains before the
+    block returns.
+    """
+    sys.stderr.flush()
+    real = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def copy():
+        with os.fdopen(read_end, "rb") as lines, os.fdopen(os.dup(real), "wb", buffering=0) as out:
+            for line in lines:
+                if not _TF_LOG_LINE.match(line):
+                    out.write(line)
+
+    thread = threading.Thread(target=copy, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(real, 2)  # closes the pipe's last write end: the filter sees the end and stops
+        os.close(real)
+        thread.join(timeout=10)
 
 
 def _how_to_go_on(args):
@@ -261,7 +306,8 @@ def _run(args):
     if args.command == "train":
         from keras_attention.training.recipe import train
 
-        _, results = train(_config_from_args(args))
+        # Progress bars for a terminal; one line an epoch for a log file.
+        _, results = train(_config_from_args(args), verbose=1 if sys.stdout.isatty() else 2)
         _print_summary(results)
         print(f"saved: {os.path.join(args.output, 'translator')}")
         return 0

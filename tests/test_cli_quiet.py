@@ -1,0 +1,34 @@
+"""The command line as a log file sees it: no TensorFlow start-up lines, no progress-bar carriage returns."""
+
+import os
+import subprocess
+import sys
+
+
+def run(*args, **kwargs):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # as a user's shell
+    return subprocess.run([sys.executable, "-m", "keras_attention.cli", *args], capture_output=True, text=True,
+                          timeout=600, env=env, **kwargs)
+
+
+def test_train_and_translate_print_only_their_own_lines(tmp_path):
+    run_dir = tmp_path / "run"
+    trained = run("train", "--model", "bahdanau", "--preset", "tiny", "--dataset", "dates", "--vocab-size", "200",
+                  "--max-length", "32", "--epochs", "2", "--batch-size", "32", "--max-train-examples", "256",
+                  "--no-jit", "--output", str(run_dir))
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    for stream in (trained.stdout, trained.stderr):
+        assert "\r" not in stream and "\x1b[" not in stream  # no progress bars in a log file
+        assert "oneDNN" not in stream and "cuda" not in stream.lower() and "I0000" not in stream
+    assert trained.stdout.count("Epoch 1/2") == 1 and "Epoch 2/2" in trained.stdout
+
+    translated = run("translate", str(run_dir / "translator"), "3 March 1999")
+    assert translated.returncode == 0 and translated.stderr == "", translated.stderr
+    assert len(translated.stdout.splitlines()) == 1
+
+    missing = run("translate", str(tmp_path / "nothing"), "hello")
+    assert missing.returncode == 2
+    assert missing.stderr.count("\n") == 1 and missing.stderr.startswith("keras-attention translate: error:")
+
+    verbose = run("--verbose", "translate", str(tmp_path / "nothing"), "hello")
+    assert verbose.returncode == 2 and verbose.stderr.count("\n") > 1  # TensorFlow's own lines come back
