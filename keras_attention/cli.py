@@ -54,8 +54,15 @@ def _add_corpus_flags(parser):
     group.add_argument("--seed", type=int, default=0)
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (the usage is one `--help` away)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="keras-attention",
         description="Train, evaluate and run attention translation models (Keras 3).",
     )

@@ -1,0 +1,127 @@
+"""Every verb of the command line, fed bad input in a real process: one error line, no traceback, nothing changed.
+
+Each row of `CASES` is a command line (built in a folder that holds a
+trained translator, a finished run, data files and an export), the words
+its one stderr line must contain, and the folders that must come out
+byte-identical.
+"""
+
+import gzip
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from keras_attention.cli import main
+
+TRAIN = ["--model", "bahdanau", "--preset", "tiny", "--vocab-size", "200", "--max-length", "32",
+         "--epochs", "1", "--batch-size", "16", "--no-jit"]
+
+
+def snapshot(folder):
+    files = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
+    return files
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A finished run, its translator (and damaged copies), an export, and small corpora with defects."""
+    root = tmp_path_factory.mktemp("bad_input")
+    run = root / "run"
+    assert main(["train", *TRAIN, "--dataset", "dates", "--max-train-examples", "128", "--output", str(run)]) == 0
+    translator = run / "translator"
+    for name, damage in [("truncated", "model"), ("broken_json", "json")]:
+        copy = root / name
+        shutil.copytree(translator, copy)
+        if damage == "model":
+            data = (copy / "model.keras").read_bytes()
+            (copy / "model.keras").write_bytes(data[: len(data) // 3])
+        else:
+            (copy / "translator.json").write_text('{"max_source_length": 32,\n  "source_tokenizer": [')
+    assert main(["export", str(translator), str(root / "served"), "--method", "greedy"]) == 0
+    text = root / "text"
+    text.mkdir()
+    (text / "a.en").write_text("one dog\ntwo cats\nthree birds\n")
+    (text / "a.de").write_text("ein Hund\nzwei Katzen\n")  # one line short
+    (text / "b.en").write_text("one dog\ntwo cats\n")
+    (text / "b.de").write_bytes(b"ein Hund\nzwei \xff Katzen\n")
+    (text / "c.en").write_text("one dog\n\n")
+    (text / "c.de").write_text("ein Hund\nzwei Katzen\n")
+    whole = gzip.compress(("ein Hund\n" * 2000).encode())
+    (text / "d.en").write_text("one dog\n" * 2000)
+    (text / "d.de.gz").write_bytes(whole[: len(whole) // 2])
+    (root / "busy").mkdir()
+    (root / "busy" / "notes.txt").write_text("mine")
+    (root / "avg.weights.h5").write_bytes(b"someone's file")
+    return root
+
+
+def files(world, name):
+    return ["--dataset", "files", "--train-files", *(str(world / "text" / f) for f in name)]
+
+
+CASES = [
+    # (id, command line from the world folder, words in the one error line, folders that must not change)
+    ("translate a missing folder", lambda w: ["translate", str(w / "nothing"), "hi"], "translator.json", []),
+    ("translate a truncated model", lambda w: ["translate", str(w / "truncated"), "hi"],
+     "model.keras: not a valid Keras archive", ["truncated"]),
+    ("translate broken json", lambda w: ["translate", str(w / "broken_json"), "hi"],
+     "translator.json: invalid JSON (line 2", ["broken_json"]),
+    ("translate top-p 0", lambda w: ["translate", str(w / "run" / "translator"), "hi", "--top-p", "0"],
+     "argument --top-p: must be a number in (0, 1]. Received: 0", []),
+    ("evaluate the wrong languages", lambda w: ["evaluate", str(w / "run" / "translator"), "--dataset", "dates",
+                                                "--source", "de", "--target", "en"],
+     "translates en->de; --source de contradicts it", ["run"]),
+    ("train into a finished run", lambda w: ["train", *TRAIN, "--dataset", "dates", "--output", str(w / "run")],
+     "already holds a run", ["run"]),
+    ("train epochs 0", lambda w: ["train", "--epochs", "0", "--output", str(w / "run")],
+     "argument --epochs: must be an integer >= 1. Received: 0", ["run"]),
+    ("train a negative learning rate", lambda w: ["train", "--learning-rate", "-1", "--output", str(w / "new")],
+     "argument --learning-rate: must be a number > 0", []),
+    ("train mismatched files", lambda w: ["train", *TRAIN, *files(w, ["a.en", "a.de"]), "--output", str(w / "new")],
+     "a.de", ["text"]),
+    ("train a missing file", lambda w: ["train", *TRAIN, *files(w, ["x.en", "x.de"]), "--output", str(w / "new")],
+     "x.en", ["text"]),
+    ("train strict, not UTF-8", lambda w: ["train", *TRAIN, *files(w, ["b.en", "b.de"]), "--strict-data",
+                                           "--output", str(w / "new")],
+     "b.de line 2: not valid UTF-8", ["text"]),
+    ("train strict, an empty line", lambda w: ["train", *TRAIN, *files(w, ["c.en", "c.de"]), "--strict-data",
+                                               "--output", str(w / "new")],
+     "c.en line 2: an empty side", ["text"]),
+    ("train a truncated gzip", lambda w: ["train", *TRAIN, *files(w, ["d.en", "d.de.gz"]),
+                                          "--output", str(w / "new")],
+     "truncated or corrupt", ["text"]),
+    ("prepare into a busy folder", lambda w: ["prepare", "--dataset", "dates", "--output", str(w / "busy")],
+     "busy: the folder is not empty", ["busy"]),
+    ("average onto a file", lambda w: ["average-checkpoints", str(w / "run" / "translator" / "model.keras"),
+                                       "--output", str(w / "avg.weights.h5")],
+     "avg.weights.h5 already exists", []),
+    ("export onto a version", lambda w: ["export", str(w / "run" / "translator"), str(w / "served"),
+                                         "--version", "1"],
+     "already exists", ["served"]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_one_clear_line_and_nothing_changed(world, case):
+    _, command, words, kept = case
+    before = {name: snapshot(world / name) for name in kept}
+    avg_before = (world / "avg.weights.h5").read_bytes()
+    done = subprocess.run([sys.executable, "-m", "keras_attention.cli", *command(world)], capture_output=True,
+                          text=True, timeout=300, env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr[-2000:]
+    assert words in lines[0] and "error:" in lines[0], lines[0]
+    assert {name: snapshot(world / name) for name in kept} == before
+    assert (world / "avg.weights.h5").read_bytes() == avg_before
+    assert not (world / "new").exists()  # a failed train leaves no folder it created
