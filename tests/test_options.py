@@ -56,3 +56,21 @@ def test_every_range_is_used_by_some_flag():
     for action in parser._subparsers._group_actions[0].choices.values():
         flags |= {a.dest for a in action._actions if getattr(a.type, "__name__", None) == a.dest}
     assert flags == set(RANGES) - {"bleu_sample", "target_vocab_size"}  # these two: Python only
+
+
+def test_layers_models_and_decoding_use_the_same_words():
+    import numpy as np
+
+    from keras_attention.layers import TransformerEncoder
+    from keras_attention.models import Transformer
+
+    with pytest.raises(ValueError, match=r"^`num_heads` must be an integer >= 1. Received: num_heads=0$"):
+        TransformerEncoder(num_heads=0, intermediate_dim=8)
+    with pytest.raises(ValueError, match=r"`num_layers` must be an integer >= 1. Received: num_layers=-2"):
+        Transformer(10, 10, num_layers=-2)
+    from keras_attention.decoding import beam_search
+
+    model = Transformer(12, 12, num_layers=1, d_model=8, num_heads=2, intermediate_dim=8, max_length=8)
+    model((np.ones((1, 3), "int32"), np.ones((1, 2), "int32")))
+    with pytest.raises(ValueError, match=r"`beam_size` must be an integer >= 1. Received: beam_size=0"):
+        beam_search(model, np.ones((1, 3), "int32"), start_id=2, end_id=3, max_length=4, beam_size=0)

@@ -4,7 +4,7 @@
 def check_positive_int(name, value):
     """Return `value` if it is an int >= 1, else raise ValueError naming it."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+        raise ValueError(f"`{name}` must be an integer >= 1. Received: {name}={value!r}")  # as in options.RANGES
     return value
 
 

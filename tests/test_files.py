@@ -1,0 +1,39 @@
+"""Atomic writes: a writer that fails or is killed before the rename leaves the old file whole."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from keras_attention.files import replaced_atomically, write_json
+
+
+def test_a_failed_write_keeps_the_old_file_and_no_temporary_one(tmp_path):
+    path = tmp_path / "model.keras"
+    path.write_bytes(b"old")
+    with pytest.raises(RuntimeError):
+        with replaced_atomically(path) as partial:
+            assert partial.endswith(".keras") and os.path.dirname(partial) == str(tmp_path)
+            with open(partial, "wb") as f:
+                f.write(b"half of the n")
+            raise RuntimeError("disk full")
+    assert path.read_bytes() == b"old" and os.listdir(tmp_path) == ["model.keras"]
+    write_json(tmp_path / "results.json", {"bleu": 1.5, "text": "Größe"})
+    assert (tmp_path / "results.json").read_text(encoding="utf-8") == '{"bleu": 1.5, "text": "Größe"}'
+
+
+def test_a_writer_killed_between_write_and_rename_leaves_the_old_file(tmp_path):
+    path = tmp_path / "translator.json"
+    path.write_text('{"old": true}')
+    writer = (
+        "import os, signal, sys\n"
+        "from keras_attention.files import replaced_atomically\n"
+        "with replaced_atomically(sys.argv[1]) as partial:\n"
+        "    open(partial, 'w').write('{\"new\": tr')\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", writer, str(path)], timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    assert path.read_text() == '{"old": true}'
