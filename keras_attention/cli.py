@@ -7,13 +7,14 @@ import re
 import sys
 import threading
 
-from keras_attention import DATA_ENV_VAR
+from keras_attention import DATA_ENV_VAR, __version__
+from keras_attention.options import MODEL_KINDS, PRESET_NAMES
 from keras_attention.options import argument_type as checked
+from keras_attention.reporting import print_summary
 
 DEFAULT_SOURCE, DEFAULT_TARGET = "en", "de"
 
-MODELS = ("transformer", "bahdanau", "luong", "rnn")
-PRESETS = ("tiny", "small", "base", "big")
+MODELS, PRESETS = MODEL_KINDS, PRESET_NAMES
 
 
 DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
@@ -66,11 +67,15 @@ def _parser():
         prog="keras-attention",
         description="Train, evaluate and run attention translation models (Keras 3).",
     )
+    parser.add_argument("--version", action="version", version=f"keras-attention {__version__}")
     parser.add_argument("--verbose", action="store_true",
                         help="show TensorFlow's own start-up and device log lines (hidden by default)")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser("train", help="train a translator with model.fit")
+    train = commands.add_parser(
+        "train", help="train a translator with model.fit",
+        epilog="example: keras-attention train --model transformer --preset small --dataset multi30k "
+               "--source en --target de --epochs 20 --output runs/en-de")
     train.add_argument("--model", default="transformer", choices=MODELS)
     train.add_argument("--preset", default="small", choices=PRESETS)
     _add_data_flags(train)
@@ -112,31 +117,45 @@ def _parser():
     prepare.add_argument("--output", required=True, help="a new or empty folder")
     prepare.add_argument("--overwrite", action="store_true", help="replace a prepared corpus in --output")
 
-    evaluate = commands.add_parser("evaluate", help="BLEU and chrF of a saved translator")
+    evaluate = commands.add_parser(
+        "evaluate", help="BLEU and chrF of a saved translator",
+        epilog="example: keras-attention evaluate runs/en-de/translator --split test --method beam --beam-size 4")
     evaluate.add_argument("translator", help="folder written by train (…/translator)")
     _add_data_flags(evaluate)
     evaluate.add_argument("--split", default="test", choices=("train", "valid", "test"))
     _add_decoding_flags(evaluate)
 
-    translate = commands.add_parser("translate", help="translate sentences (arguments or stdin)")
+    translate = commands.add_parser(
+        "translate", help="translate sentences (arguments or stdin, one a line)",
+        epilog="example: keras-attention translate runs/en-de/translator \"A dog runs in the park.\" "
+               "--method beam; or: keras-attention translate runs/en-de/translator < sentences.txt")
     translate.add_argument("translator", help="folder written by train (…/translator)")
     translate.add_argument("sentences", nargs="*", help="sentences; read from stdin when none")
     _add_decoding_flags(translate)
     translate.add_argument("--plot-attention", metavar="FILE.png", help="save the first sentence's attention map")
 
-    demo = commands.add_parser("demo", help="train a small attention model, report BLEU, translate, export")
+    demo = commands.add_parser(
+        "demo", help="train a small attention model, report BLEU, translate a few sentences and save the "
+                     "translator (replacing the previous demo's)",
+        epilog="example: keras-attention demo --output runs/demo")
     demo.add_argument("--output", default="runs/demo")
     demo.add_argument("--quick", action="store_true", help="a tiny run for tests (seconds, not minutes)")
     demo.add_argument("--data-dir")
 
-    average = commands.add_parser("average-checkpoints", help="average the weights of several checkpoints")
+    average = commands.add_parser(
+        "average-checkpoints", help="average the weights of several checkpoints",
+        epilog="example: keras-attention average-checkpoints runs/en-de/checkpoints/epoch-01[6-9].weights.h5 "
+               "runs/en-de/checkpoints/epoch-020.weights.h5 --translator runs/en-de/translator "
+               "--output runs/en-de/translator-averaged")
     average.add_argument("checkpoints", nargs="+", metavar="CKPT", help=".weights.h5 or .keras files")
     average.add_argument("--output", required=True,
                          help="a .weights.h5 or .keras file; with --translator, a new translator folder")
     average.add_argument("--translator", help="a translator folder whose model gets the averaged weights")
     average.add_argument("--overwrite", action="store_true", help="replace an existing --output")
 
-    export = commands.add_parser("export", help="write a SavedModel for TF Serving: strings in, translations out")
+    export = commands.add_parser(
+        "export", help="write a SavedModel for TF Serving: strings in, translations out",
+        epilog="example: keras-attention export runs/en-de/translator models/translator --method beam")
     export.add_argument("translator", help="folder written by train (…/translator)")
     export.add_argument("output_dir", help="the model's base folder; the SavedModel goes to OUTPUT_DIR/VERSION")
     export.add_argument("--method", default="beam", choices=("greedy", "beam"))
@@ -233,19 +252,6 @@ def _read_stdin_lines():
     return lines
 
 
-def _print_summary(results):
-    print("\n=== Summary ===")
-    print(f"data:       {results['data']}")
-    print(f"parameters: {results['parameters']:,}")
-    print(f"training:   {results['train_seconds']:.0f} s")
-    test = results.get("test")
-    if test:
-        print(f"test BLEU:  {test['bleu']:.2f} (cased, 13a), {test['bleu_lowercase']:.2f} "
-              f"(lower-cased); chrF {test['chrf']:.2f} on {test['num_sentences']} sentences")
-    for reference, output in results.get("examples", []):
-        print(f"  reference: {reference}\n  output:    {output}")
-
-
 def main(argv=None):
     args = _parser().parse_args(argv)
     quiet = contextlib.nullcontext() if args.verbose or argv is not None else _without_tensorflow_log_lines()
@@ -315,7 +321,7 @@ def _run(args):
 
         # Progress bars for a terminal; one line an epoch for a log file.
         _, results = train(_config_from_args(args), verbose=1 if sys.stdout.isatty() else 2)
-        _print_summary(results)
+        print_summary(results)
         print(f"saved: {os.path.join(args.output, 'translator')}")
         return 0
     if args.command == "prepare":

@@ -6,7 +6,9 @@ downloaded, and otherwise the generated dates corpus, and says which and why.
 
 import dataclasses
 import os
+import sys
 
+from keras_attention.reporting import print_summary
 from keras_attention.training.recipe import TrainConfig, train
 
 EXAMPLES = {
@@ -58,11 +60,10 @@ def run_demo(output_dir="runs/demo", quick=False, data_dir=None):
     # Each demo replaces the previous demo's run (only once it has finished).
     config = dataclasses.replace(config, overwrite=True)
     print(f"Demo: {config.model} ({config.preset}) on {config.dataset}: {reason}.")
-    translator, results = train(config, verbose=1 if not quick else 2)
+    # Progress bars for a terminal; one line an epoch for a log file or a quick run.
+    translator, results = train(config, verbose=1 if sys.stdout.isatty() and not quick else 2)
 
-    from keras_attention.cli import _print_summary
-
-    _print_summary(results)
+    print_summary(results)
     print("\nTranslations:")
     for sentence, output in zip(EXAMPLES[config.dataset], translator(EXAMPLES[config.dataset])):
         print(f"  {sentence}\n    -> {output}")

@@ -43,6 +43,11 @@ class Range:
         return self.high is None or (value < self.high if self.high_open else value <= self.high)
 
 
+# The model kinds and size presets `build_model` knows (the presets' sizes
+# are in `models.transformer.PRESETS` and `models.factory.RNN_PRESETS`).
+MODEL_KINDS = ("transformer", "bahdanau", "luong", "rnn")
+PRESET_NAMES = ("tiny", "small", "base", "big")
+
 COUNT = Range(int, 1)
 COUNT_OR_ZERO = Range(int, 0)
 POSITIVE = Range(float, 0, low_open=True)

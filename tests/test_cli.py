@@ -77,6 +77,18 @@ def test_evaluate_takes_the_translators_languages_and_refuses_others(demo_dir, c
     assert "\n" not in err and "translates en->de; --source de contradicts it" in err
 
 
+def test_evaluate_own_test_files_without_training_files(demo_dir, tmp_path, capsys):
+    (tmp_path / "t.src").write_text("3 March 1999\n12 May 2001\n")
+    (tmp_path / "t.tgt").write_text("1999-03-03\n2001-05-12\n")
+    test_files = ["--dataset", "files", "--test-files", str(tmp_path / "t.src"), str(tmp_path / "t.tgt")]
+    assert main(["evaluate", str(demo_dir / "translator"), *test_files]) == 0
+    out = capsys.readouterr().out
+    assert f"parallel files {tmp_path / 't.src'} / {tmp_path / 't.tgt'}, test: BLEU" in out and "None" not in out
+    assert main(["train", *test_files, "--output", str(tmp_path / "run")]) == 2
+    assert "Training needs a training split" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
 def test_clear_errors(tmp_path, capsys):
     assert main(["translate", str(tmp_path / "nothing"), "hello"]) == 2
     assert "translator.json" in capsys.readouterr().err

@@ -74,3 +74,11 @@ def test_layers_models_and_decoding_use_the_same_words():
     model((np.ones((1, 3), "int32"), np.ones((1, 2), "int32")))
     with pytest.raises(ValueError, match=r"`beam_size` must be an integer >= 1. Received: beam_size=0"):
         beam_search(model, np.ones((1, 3), "int32"), start_id=2, end_id=3, max_length=4, beam_size=0)
+
+
+def test_the_presets_named_for_the_command_line_are_the_ones_models_build():
+    from keras_attention.models import PRESETS
+    from keras_attention.models.factory import RNN_PRESETS
+    from keras_attention.options import PRESET_NAMES
+
+    assert tuple(PRESETS) == tuple(RNN_PRESETS) == PRESET_NAMES

@@ -90,8 +90,12 @@ def load_tsv(
         path: str or path-like, a glob pattern, or a list of them.
         source_column: int. 0-based column of the source. Defaults to 0.
         target_column: int. 0-based column of the target. Defaults to 1.
-        skip_empty, strict, max_words, max_ratio, report, with_locations: as
-            in `load_parallel_files`.
+        skip_empty: as in `load_parallel_files`.
+        strict: as in `load_parallel_files`.
+        max_words: as in `load_parallel_files`.
+        max_ratio: as in `load_parallel_files`.
+        report: as in `load_parallel_files`.
+        with_locations: as in `load_parallel_files`.
 
     Returns:
         A `tf.data.Dataset` of `(source, target)` string scalars.

@@ -72,7 +72,8 @@ def prepare_corpus(
     Args:
         pairs: `tf.data.Dataset` of `(source, target)` string scalars (a
             streamed loader's output; it is read once).
-        source_tokenizer, target_tokenizer: `SubwordTokenizer`s.
+        source_tokenizer: the source `SubwordTokenizer`.
+        target_tokenizer: the target `SubwordTokenizer`.
         output_dir: str. A new or empty folder.
         max_length: int or `(source_max, target_max)`: longest `[START] x
             [END]` and `[START] y`; longer pairs are dropped and counted.
@@ -83,9 +84,11 @@ def prepare_corpus(
         seed: int. The shuffle's seed. Defaults to 0.
         report: a `CorpusReport` the loader counts into; saved in the
             manifest. Defaults to None.
-        valid_pairs, test_pairs: small datasets of `(source, target)`
-            strings, written into the folder as text (`valid.source`, ...)
-            for validation and testing. Defaults to None.
+        valid_pairs: a small dataset of `(source, target)` strings, written
+            into the folder as text (`valid.source`, `valid.target`) for
+            validation. Defaults to None.
+        test_pairs: the same for testing (`test.source`, ...). Defaults to
+            None.
         metadata: dict of extra facts for the manifest (languages, ...).
         overwrite: bool. Replace a prepared corpus already in `output_dir`
             (only once the new one is complete). Defaults to False.

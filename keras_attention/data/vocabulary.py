@@ -20,7 +20,14 @@ from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_li
 from keras_attention.data.text_files import logger
 from keras_attention.layers.validation import check_choice, check_positive_int
 
-PAD, UNK, START, END = "[PAD]", "[UNK]", "[START]", "[END]"
+PAD = "[PAD]"
+"""The padding token, id 0 in every vocabulary."""
+UNK = "[UNK]"
+"""The token of pieces outside the vocabulary (id 1 in vocabularies `build_vocabulary` makes)."""
+START = "[START]"
+"""The token that begins every sequence (id 2 in vocabularies `build_vocabulary` makes)."""
+END = "[END]"
+"""The token that ends every sequence (id 3 in vocabularies `build_vocabulary` makes)."""
 RESERVED_TOKENS = (PAD, UNK, START, END)
 NORMALIZATIONS = (None, "NFC", "NFKC", "NFD", "NFKD")
 SUFFIX = "##"
@@ -104,8 +111,8 @@ def build_vocabulary(
     Example:
 
     >>> vocab = build_vocabulary(["a dog runs.", "two dogs run."], vocab_size=100)
-    >>> vocab[:4]
-    ['[PAD]', '[UNK]', '[START]', '[END]']
+    >>> vocab[:4] == [PAD, UNK, START, END]  # the reserved tokens first
+    True
     """
     check_positive_int("vocab_size", vocab_size)
     check_choice("normalization", normalization, NORMALIZATIONS)

@@ -59,8 +59,9 @@ class Translator(tf.Module):
     Args:
         model: a `Transformer` or `Seq2SeqRNN` (anything with the decoding
             interface `init_decoding_state` / `decode_step`).
-        source_tokenizer, target_tokenizer: `SubwordTokenizer`s the model was
+        source_tokenizer: the `SubwordTokenizer` of the source the model was
             trained with.
+        target_tokenizer: the `SubwordTokenizer` of the target.
         max_source_length: int. Longest source, markers included. Defaults to 128.
         max_target_length: int. Most output tokens. Defaults to 128.
         metadata: dict or None. What the model translates, saved with it:

@@ -9,3 +9,15 @@ from keras_attention.layers.transformer_decoder import TransformerDecoder
 from keras_attention.layers.transformer_encoder import TransformerEncoder
 from keras_attention.layers.bahdanau_attention import BahdanauAttention
 from keras_attention.layers.luong_attention import LuongAttention
+
+__all__ = [
+    "BahdanauAttention",
+    "Dropout",
+    "LuongAttention",
+    "MultiHeadAttention",
+    "PositionalEmbedding",
+    "SinusoidalPositionEncoding",
+    "TransformerDecoder",
+    "TransformerEncoder",
+    "scaled_dot_product_attention",
+]

@@ -89,6 +89,9 @@ class Dropout(keras.layers.Dropout):
     True
     """
 
+    def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
+        super().__init__(rate, noise_shape=noise_shape, seed=seed, **kwargs)
+
     def call(self, inputs, training=False):
         if (
             not training

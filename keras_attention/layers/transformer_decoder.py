@@ -35,7 +35,8 @@ class TransformerDecoder(TransformerBlock):
         activation: feed-forward activation. Defaults to "relu".
         layer_norm_epsilon: float. Defaults to 1e-5.
         normalize_first: bool. Pre-norm instead of post-norm. Defaults to False.
-        kernel_initializer, bias_initializer: for all dense projections.
+        kernel_initializer: for all dense projections' kernels.
+        bias_initializer: for all dense projections' biases.
         **kwargs: standard layer arguments.
 
     Call arguments:

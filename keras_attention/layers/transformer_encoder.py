@@ -31,7 +31,8 @@ class TransformerEncoder(TransformerBlock):
         activation: activation of the feed-forward network. Defaults to "relu".
         layer_norm_epsilon: float. Defaults to 1e-5.
         normalize_first: bool. Pre-norm instead of post-norm. Defaults to False.
-        kernel_initializer, bias_initializer: for all dense projections.
+        kernel_initializer: for all dense projections' kernels.
+        bias_initializer: for all dense projections' biases.
             Default to "glorot_uniform" and "zeros".
         **kwargs: standard layer arguments.
 

@@ -4,3 +4,12 @@ from keras_attention.models.decomposable_attention import DecomposableAttention
 from keras_attention.models.seq2seq_rnn import Seq2SeqRNN
 from keras_attention.models.transformer import PRESETS, Transformer
 from keras_attention.models.factory import KINDS, build_model
+
+__all__ = [
+    "DecomposableAttention",
+    "KINDS",
+    "PRESETS",
+    "Seq2SeqRNN",
+    "Transformer",
+    "build_model",
+]

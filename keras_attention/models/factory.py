@@ -3,8 +3,7 @@
 from keras_attention.layers.validation import check_choice
 from keras_attention.models.seq2seq_rnn import Seq2SeqRNN
 from keras_attention.models.transformer import PRESETS, Transformer
-
-KINDS = ("transformer", "bahdanau", "luong", "rnn")
+from keras_attention.options import MODEL_KINDS as KINDS
 
 RNN_PRESETS = {
     "tiny": dict(embedding_dim=64, units=128, dropout=0.1),
@@ -21,7 +20,8 @@ def build_model(kind, preset, source_vocab_size, target_vocab_size, max_length=2
         kind: "transformer", "bahdanau", "luong" (Seq2SeqRNN with that
             attention) or "rnn" (Seq2SeqRNN without attention).
         preset: "tiny", "small", "base" or "big".
-        source_vocab_size, target_vocab_size: int.
+        source_vocab_size: int. Source vocabulary size.
+        target_vocab_size: int. Target vocabulary size.
         max_length: int. Longest target the Transformer accepts.
         **overrides: constructor arguments that replace the preset's.
 

@@ -38,7 +38,8 @@ class Seq2SeqRNN(keras.Model):
     Token id 0 is padding.
 
     Args:
-        source_vocab_size, target_vocab_size: int. Vocabulary sizes.
+        source_vocab_size: int. Source vocabulary size.
+        target_vocab_size: int. Target vocabulary size.
         attention: None, "bahdanau" or "luong". Defaults to "bahdanau".
         cell: "gru" or "lstm". Defaults to "gru".
         embedding_dim: int. Defaults to 256.

@@ -38,7 +38,8 @@ class Transformer(keras.Model):
     Token id 0 is padding in both languages.
 
     Args:
-        source_vocab_size, target_vocab_size: int. Vocabulary sizes.
+        source_vocab_size: int. Source vocabulary size.
+        target_vocab_size: int. Target vocabulary size.
         num_layers: int. Encoder and decoder blocks each. Defaults to 6.
         d_model: int. Model width. Defaults to 512.
         num_heads: int. Attention heads. Defaults to 8.

@@ -3,3 +3,14 @@
 from keras_attention.training.losses import MaskedSparseCrossEntropy
 from keras_attention.training.metrics import MaskedTokenAccuracy
 from keras_attention.training.schedules import TransformerSchedule
+from keras_attention.training.evaluation import evaluate_bleu
+from keras_attention.training.recipe import TrainConfig, train
+
+__all__ = [
+    "MaskedSparseCrossEntropy",
+    "MaskedTokenAccuracy",
+    "TrainConfig",
+    "TransformerSchedule",
+    "evaluate_bleu",
+    "train",
+]

@@ -96,14 +96,28 @@ def num_workers(strategy):
 
 
 def describe(strategy):
-    """The strategy in words: "one device", "MirroredStrategy over 2 devices", ..."""
-    replicas = strategy.num_replicas_in_sync
+    """The strategy in words: "one CPU", "MirroredStrategy over 4 GPUs", "MultiWorkerMirroredStrategy, worker 0 of 2"."""
+    devices = _device_words(strategy)
     if getattr(strategy, "cluster_resolver", None) is not None:
-        return (f"MultiWorkerMirroredStrategy, {task_name(strategy)} of {num_workers(strategy)} "
-                f"workers, {replicas} replica(s)")
+        resolver = strategy.cluster_resolver
+        return (f"MultiWorkerMirroredStrategy, {resolver.task_type or 'worker'} {resolver.task_id or 0} of "
+                f"{num_workers(strategy)} workers, {devices} each")
     if isinstance(strategy, tf.distribute.MirroredStrategy):
-        return f"MirroredStrategy over {replicas} device(s)"
-    return "one device"
+        return f"MirroredStrategy over {devices}"
+    return devices
+
+
+def _device_words(strategy):
+    """"one CPU", "2 GPUs", ... for the devices this process's replicas run on."""
+    try:
+        names = list(strategy.extended.worker_devices)
+    except (AttributeError, RuntimeError):  # the default strategy: the first GPU if there is one
+        names = []
+    default = "GPU" if tf.config.list_logical_devices("GPU") else "CPU"
+    kinds = sorted({tf.DeviceSpec.from_string(name).device_type or default for name in names}) or [default]
+    kind = "/".join(kinds)
+    count = max(1, len(names))
+    return f"one {kind}" if count == 1 else f"{count} {kind}s"
 
 
 def task_name(strategy):

@@ -54,6 +54,8 @@ def _prepare(config, output_dir, shard_size, overwrite):
     started = time.time()
     report = data.CorpusReport()
     (train_pairs, valid_pairs, test_pairs), description = load_splits(config, report)
+    if train_pairs is None:
+        raise ValueError(f"Preparing needs a training split; {description} has none: give --train-files.")
     if len(train_pairs.element_spec) == 3:  # locations are for strict errors only
         train_pairs = train_pairs.map(lambda s, t, where: (s, t))
     total = report.lines if report.lines is not None else int(train_pairs.cardinality())

@@ -174,13 +174,20 @@ def load_splits(config, report=None):
         splits = tuple(data.load_dates(n, split, seed=config.seed) for split, n in sizes.items())
         return splits, "the generated dates corpus (human dates -> ISO 8601)"
     if config.dataset == "files":
-        if not config.train_files or len(config.train_files) != 2:
-            raise ValueError("--dataset files needs --train-files SOURCE TARGET (paths or glob patterns). "
-                             f"Received: --train-files {' '.join(config.train_files or ()) or '(none)'}")
-        splits = (data.load_parallel_files(*config.train_files, **train_options),
+        given = {"--train-files": config.train_files, "--valid-files": config.valid_files,
+                 "--test-files": config.test_files}
+        for flag, paths in given.items():
+            if paths and len(paths) != 2:
+                raise ValueError(f"{flag} takes SOURCE TARGET (paths or glob patterns). "
+                                 f"Received: {flag} {' '.join(paths)}")
+        named = [paths for paths in given.values() if paths]
+        if not named:
+            raise ValueError("--dataset files needs --train-files SOURCE TARGET (to evaluate: --test-files "
+                             "or --valid-files). Received: none of them")
+        splits = (data.load_parallel_files(*config.train_files, **train_options) if config.train_files else None,
                   *(data.load_parallel_files(*paths) if paths else None
                     for paths in (config.valid_files, config.test_files)))
-        return splits, f"parallel files {config.train_files[0]} / {config.train_files[1]}"
+        return splits, f"parallel files {named[0][0]} / {named[0][1]}"
     if config.dataset == "tsv":
         if not config.train_files:
             raise ValueError("--dataset tsv needs --train-files FILE. Received: --train-files (none)")
@@ -304,6 +311,8 @@ def prepare_data(config, strategy):
     """
     report = data.CorpusReport()
     (train_pairs, valid_pairs, test_pairs), description = load_splits(config, report)
+    if train_pairs is None and config.dataset != "prepared":
+        raise ValueError(f"Training needs a training split; {description} has none: give --train-files.")
     workers = distribution.num_workers(strategy)
     if config.dataset == "prepared":
         return _prepared_data(config, valid_pairs, test_pairs, description, report, strategy)

@@ -95,3 +95,9 @@ def test_optimizers_round_trip_their_config():
     config = keras.optimizers.serialize(optimizer)
     again = keras.optimizers.deserialize(config)
     assert type(again) is optimizers.Adam and again.clipnorm == 1.0
+
+
+def test_strategies_are_named_for_humans():
+    kind = "GPU" if tf.config.list_logical_devices("GPU") else "CPU"
+    assert distribution.describe(tf.distribute.get_strategy()) == f"one {kind}"
+    assert distribution.describe(tf.distribute.MirroredStrategy(["/cpu:0"])) == "MirroredStrategy over one CPU"

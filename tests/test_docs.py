@@ -1,0 +1,41 @@
+"""The documentation site builds with `mkdocs build --strict`, and documents every public name."""
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = ["layers", "models", "data", "decoding", "training", "serving"]
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    site_dir = tmp_path_factory.mktemp("site")
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stderr[-4000:]  # a broken link or reference, or a docstring that fails
+    return site_dir
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_public_name_is_in_the_api_reference(site, module):
+    exported = importlib.import_module(f"keras_attention.{module}").__all__
+    html = (site / "api" / module / "index.html").read_text(encoding="utf-8")
+    anchors = set(re.findall(r'id="(keras_attention\.[\w.]+)"', html))
+    # A function documented from its own module (`serving.export.export`) is found there.
+    missing = [name for name in exported if f"keras_attention.{module}.{name}" not in anchors
+               and f"keras_attention.{module}.{name}.{name}" not in anchors]
+    assert not missing, f"not in docs/api/{module}.md: {missing}"
+
+
+def test_every_page_is_in_the_navigation_and_the_results_are_generated(site):
+    pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
+    nav = (ROOT / "mkdocs.yml").read_text()
+    assert not [p for p in pages if p not in nav], "pages missing from mkdocs.yml's nav"
+    results = (site / "results" / "index.html").read_text(encoding="utf-8")
+    assert "target tokens/s" in results and "scripts/benchmark_data.py" in results

@@ -1,0 +1,52 @@
+"""The public API: every exported name resolves, `import keras_attention` stays light, nothing imports the CLI."""
+
+import ast
+import importlib
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import keras_attention
+
+PACKAGE = pathlib.Path(keras_attention.__file__).parent
+PUBLIC = ["keras_attention", "keras_attention.layers", "keras_attention.models", "keras_attention.data",
+          "keras_attention.decoding", "keras_attention.training", "keras_attention.serving"]
+
+
+@pytest.mark.parametrize("module_name", PUBLIC)
+def test_every_name_in_all_resolves(module_name):
+    module = importlib.import_module(module_name)
+    assert module.__all__ and len(set(module.__all__)) == len(module.__all__)
+    for name in module.__all__:
+        assert getattr(module, name) is not None, f"{module_name}.{name}"
+
+
+def test_top_level_names_are_the_real_objects():
+    from keras_attention.decoding.translator import Translator
+    from keras_attention.serving.export import export
+
+    assert keras_attention.Translator is Translator and keras_attention.export_translator is export
+    with pytest.raises(AttributeError, match="no attribute 'Translater'"):
+        keras_attention.Translater  # noqa: B018
+
+
+def test_importing_the_package_does_not_start_tensorflow():
+    code = "import sys, keras_attention, keras_attention.cli; print('tensorflow' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_no_module_but_the_cli_imports_the_cli():
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "cli.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            assert not any(n == "keras_attention.cli" for n in names), path
