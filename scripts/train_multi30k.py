@@ -65,7 +65,8 @@ def run(model, direction, output, quick=False):
         if quick:
             options.update(epochs=2, max_train_examples=512, vocab_size=1000, bleu_sample=8, preset="tiny",
                            jit_compile=False)
-        _, results = train(TrainConfig(source=source, target=target, output_dir=folder, **options), verbose=2)
+        config = TrainConfig(source=source, target=target, output_dir=folder, resume=True, **options)
+        _, results = train(config, verbose=2)
         results["commit"] = started_on
         _write(results_path, results)
     else:
@@ -97,7 +98,8 @@ def score_more(folder, results, source, target):
         if not missing:
             continue
         if name == "translator-average":
-            average_translator(os.path.join(folder, "translator"), checkpoints, os.path.join(folder, name))
+            average_translator(os.path.join(folder, "translator"), checkpoints, os.path.join(folder, name),
+                               overwrite=True)  # made again from the same checkpoints
             results["averaged_checkpoints"] = [os.path.basename(p) for p in checkpoints]
         translator = Translator.load(os.path.join(folder, name))
         for key in missing:
