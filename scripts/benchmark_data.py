@@ -35,7 +35,6 @@ pipeline keeps busy on this machine's cores.
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -44,6 +43,7 @@ import tempfile
 import time
 
 import numpy as np
+from timing import machine
 
 WORDS_PER_SIDE = 30_000  # word forms of 1-4 syllables: at most 20 + 20**2 + 20**3 + 20**4 of them
 SOURCE_SYLLABLES = "ta ne ri so mal ken dor pi lu ve ba co the wa in st ex pro re ly".split()
@@ -194,17 +194,6 @@ def run_child(args, measure_name, **paths):
     if done.returncode != 0:
         sys.exit(f"benchmark_data: the {measure_name} measurement failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def machine():
-    """This machine in a few words: CPU model and cores."""
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{model}, {os.cpu_count()} cores"
 
 
 # --- the run -------------------------------------------------------------------

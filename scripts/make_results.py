@@ -31,8 +31,97 @@ def load(name):
         return json.load(f)
 
 
-def provenance(result):
-    return f"Measured on {result['date']}, {result['machine']} ({result['device']}), with `{result['command']}`."
+def provenance(result, name, command):
+    """When, where and how a JSON was measured, as far as the JSON records it."""
+    if "date" in result and "machine" in result:
+        device = f" ({result['device']})" if "device" in result else ""
+        return f"Measured on {result['date']}, {result['machine']}{device}, with `{result.get('command', command)}`."
+    environment = result.get("environment", {})
+    if environment:
+        where = (f"on {environment['date'][:10]}, {environment['cpu_count']} CPU cores and "
+                 f"{environment.get('gpus', 0)} GPUs")
+    else:
+        where = "on the project's 2-core CPU machine (the JSON records no date)"
+    return f"Measured {where}, with `{command}` (`benchmarks/{name}`)."
+
+
+def bleu(scores):
+    return f"{scores['bleu']:.1f} / {scores['bleu_lowercase']:.1f}" if scores else "not scored"
+
+
+MULTI30K_RUNS = [(m, d) for m in ("transformer", "bahdanau", "luong", "rnn") for d in ("en-de", "de-en")]
+
+
+def multi30k():
+    lines = ["| model | direction | epochs | BLEU greedy | BLEU beam 4 | BLEU beam 4, last checkpoints averaged "
+             "| chrF greedy | training time | parameters | commit |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for model, direction in MULTI30K_RUNS:
+        r = load(f"multi30k/{model}-{direction}")
+        config = r["config"]
+        name = f"{model} ({config['preset']})" if model != "rnn" else f"RNN without attention ({config['preset']})"
+        lines.append(f"| {name} | {direction.replace('-', '->')} | {config['epochs']} | {bleu(r['test'])} "
+                     f"| {bleu(r.get('test_beam4'))} | {bleu(r.get('test_average_beam4'))} "
+                     f"| {r['test']['chrf']:.1f} | {r['train_seconds'] / 60:.0f} min | {r['parameters']:,} "
+                     f"| {r.get('commit') or 'not recorded'} |")
+    lines += ["", "BLEU is sacreBLEU on test_2016_flickr, cased 13a / lower-cased; beam 4 with the GNMT length "
+              "penalty 0.6. Each row is `python scripts/train_multi30k.py --models MODEL --directions SRC-TGT` "
+              "(its JSON in `benchmarks/multi30k/`), trained on the project's 2-core CPU machine."]
+    return "\n".join(lines) + "\n"
+
+
+def training():
+    r = load("training")
+    c = r["config"]
+    med, frac = r["median_tokens_per_second"], r["fraction_of_peak"]
+    return "\n".join([
+        "| model | target tokens/s (median) | fraction of the matrix-product peak |",
+        "|---|---:|---:|",
+        f"| ours | {med['ours']:,.0f} | {frac['ours']:.0%} |",
+        f"| the same model from keras-hub layers | {med['keras_hub']:,.0f} | {frac['keras_hub']:.0%} |",
+        "",
+        f"Ours / keras-hub: **{r['ratio_ours_over_keras_hub']:.2f}x**. A training step of a Transformer with "
+        f"{c['num_layers']}+{c['num_layers']} layers, d_model {c['d_model']}, batch {c['batch']} x {c['length']} "
+        f"tokens, XLA {'on' if r['xla'] else 'off'}; the peak ({r['matmul_peak_gflops']:.0f} GFLOP/s) is measured "
+        "in the same run.",
+        "",
+        provenance(r, "training.json", "python scripts/benchmark_training.py --json benchmarks/training.json"),
+    ]) + "\n"
+
+
+def decoding():
+    r = load("decoding")
+    lines = ["| batch | tokens | cached greedy over re-running the prefix | beam 4 over greedy (time) |",
+             "|---:|---:|---:|---:|"]
+    for row in r["rows"]:
+        lines.append(f"| {row['batch']} | {row['tokens']} | {row['speedup']:.1f}x faster "
+                     f"| {row['beam4_over_greedy']:.2f}x |")
+    lines += ["", provenance(r, "decoding.json", "python scripts/benchmark_decoding.py --json benchmarks/decoding.json")]
+    return "\n".join(lines) + "\n"
+
+
+def serving():
+    r = load("serving")
+    lines = ["| decoding | batch | sentences/s | batch latency p50 |", "|---|---:|---:|---:|"]
+    for row in r["results"]:
+        lines.append(f"| {row['decoding']} | {row['batch_size']} | {row['sentences_per_second']:.1f} "
+                     f"| {row['batch_ms_p50']:.0f} ms |")
+    lines += ["", f"The exported SavedModel, strings in and out, {r['results'][0]['sentences']:,} test sentences.",
+              "", provenance(r, "serving.json", "python scripts/benchmark_serving.py --json benchmarks/serving.json")]
+    return "\n".join(lines) + "\n"
+
+
+def attention():
+    r = load("attention")
+    lines = ["| pass | length | speed, ours over `keras.layers.MultiHeadAttention` | memory, ours / Keras |",
+             "|---|---:|---:|---:|"]
+    for row in r["rows"]:
+        lines.append(f"| {row['pass']} | {row['length']} | {row['speed_ratio']:.2f}x "
+                     f"| {row['ours']['memory_mib']:.1f} / {row['keras']['memory_mib']:.1f} MiB |")
+    lines += ["", f"Causal self-attention, batch {r['batch']}, d_model {r['d_model']}, {r['heads']} heads, XLA.",
+              "", provenance(r, "attention.json",
+                             "python scripts/benchmark_attention.py --json benchmarks/attention.json")]
+    return "\n".join(lines) + "\n"
 
 
 def data_pipeline():
@@ -55,12 +144,13 @@ def data_pipeline():
         f"target tokens/s here (batches of {r['batch_tokens']:,} tokens). Peak RSS from "
         f"{sizes[0]:,} to {sizes[-1]:,} pairs: {growth}.",
         "",
-        provenance(r),
+        provenance(r, "data_pipeline.json", "python scripts/benchmark_data.py"),
     ]
     return "\n".join(lines) + "\n"
 
 
-RENDERERS = {"data_pipeline": data_pipeline}
+RENDERERS = {"data_pipeline": data_pipeline, "multi30k": multi30k, "training": training, "decoding": decoding,
+             "serving": serving, "attention": attention}
 
 
 def render(text):

@@ -1,7 +1,10 @@
 """Timing shared by the benchmark scripts: alternated calls, medians, the JSON output."""
 
 import json
+import os
+import platform
 import statistics
+import sys
 import time
 
 
@@ -23,8 +26,26 @@ def alternated_medians(fns, run, repeats):
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+def machine():
+    """This machine in a few words: CPU model and cores."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
 def write_json(path, data):
-    """Write a script's figures to `path` (`--json`); do nothing when `path` is None."""
+    """Write a script's figures to `path` (`--json`) with how, when and where they were measured.
+
+    Adds `command`, `date` and `machine` (unless `data` has them), which
+    `scripts/make_results.py` prints under each table. Does nothing when
+    `path` is None.
+    """
     if path:
+        data = {"command": "python " + " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
+                "machine": machine(), **data}
         with open(path, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2, ensure_ascii=False)

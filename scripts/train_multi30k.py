@@ -9,8 +9,10 @@ test_2016_flickr with greedy decoding, beam search (4 hypotheses, GNMT length
 penalty 0.6), and the average of the last epochs' checkpoints (Vaswani et al.
 2017, section 6.1) decoded both ways; scores missing from an older
 `results.json` are added the next time the script meets it. At the end it
-prints the table in the Markdown of benchmarks/RESULTS.md: BLEU (sacreBLEU,
-cased 13a, and lower-cased), chrF and the training time measured here.
+prints the table: BLEU (sacreBLEU, cased 13a, and lower-cased), chrF and the
+training time measured here. Copy a run's `results.json` to
+`benchmarks/multi30k/<model>-<src>-<tgt>.json` and run `scripts/make_results.py`
+to update the README and the results page.
 
     python scripts/train_multi30k.py --output runs/multi30k                # all runs
     python scripts/train_multi30k.py --models transformer --directions en-de
@@ -34,7 +36,7 @@ CONFIGS = {
     "bahdanau": dict(model="bahdanau", preset="small", epochs=12, learning_rate=1e-3, vocab_size=8000),
     "luong": dict(model="luong", preset="small", epochs=12, learning_rate=1e-3, vocab_size=8000),
     # 29,000 pairs over-fit the small preset's dropout of 0.1 (validation loss rising
-    # from epoch 11 of 20, RESULTS.md): more dropout, and some on the attention weights;
+    # from epoch 11 of 20, benchmarks/RESULTS.md at 8068402): more dropout, and some on the attention weights;
     # with them the validation loss still fell at epoch 20, hence 30 epochs.
     "transformer": dict(model="transformer", preset="small", epochs=30, vocab_size=8000, warmup_steps=2000,
                         overrides=dict(dropout=0.3, attention_dropout=0.1)),

@@ -151,7 +151,7 @@ def decode_single_path(model, source_ids, start_id, end_id, max_length, choose, 
     batch = ops.shape(source_ids)[0]
     # With one row every product of a step is vector x matrix, which XLA on a
     # CPU rewrites into multiply-and-reduce loops that cost more than decoding
-    # two rows (benchmarks/RESULTS.md, decoding at batch 1).
+    # two rows (benchmarks/RESULTS.md at 8068402, decoding at batch 1).
     # So a lone row is decoded beside a copy of itself, dropped at the end.
     copies = ops.minimum(batch, 1) * ops.maximum(2 - batch, 0)  # 1 if batch == 1, else 0
     source_ids = ops.concatenate([source_ids, source_ids[:copies]], axis=0)

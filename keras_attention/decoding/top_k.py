@@ -15,7 +15,7 @@ def blockwise_top_k(values, k, block_size=32):
     maxima, then ranks only the `k * block_size` entries of those k blocks.
     On XLA's CPU backend this is cheaper than `ops.top_k` over a large
     vocabulary with a small k, beam search's per-hypothesis step
-    (benchmarks/RESULTS.md, decoding).
+    (benchmarks/RESULTS.md at 8068402, decoding).
     The blocks are searched in index order, so equal entries rank as in
     `ops.top_k`: lower index first. Falls back to `ops.top_k` when the axis
     is unknown or not larger than `2 * k * block_size`.

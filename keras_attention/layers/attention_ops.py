@@ -81,7 +81,7 @@ def padding_to_attention_mask(query_mask=None, key_mask=None):
 
 # Causal attention over at least two blocks of queries is computed block by
 # block, each block against the keys it can see: `CAUSAL_BLOCKS` blocks of at
-# least `MIN_CAUSAL_QUERY_BLOCK` queries (benchmarks/RESULTS.md, attention layer).
+# least `MIN_CAUSAL_QUERY_BLOCK` queries (benchmarks/RESULTS.md at 8068402, attention layer).
 CAUSAL_BLOCKS = 4
 MIN_CAUSAL_QUERY_BLOCK = 64
 
@@ -325,7 +325,7 @@ def _normalise_weights_first(scores, value):
     The smaller of the two: the weights for a single tile of at most `d_v`
     keys (both statically known), the output otherwise. At equal sizes (64
     keys, `d_v` 64) the weights: measured slightly faster there under XLA
-    (benchmarks/RESULTS.md, attention layer).
+    (benchmarks/RESULTS.md at 8068402, attention layer).
     """
     if len(scores) != 1:
         return False
@@ -350,7 +350,7 @@ def dense_project(x, kernel, bias=None):
     added to the 2-D product, so that its gradient is a sum over the rows of
     a matrix: summed over the leading axes of a rank-3 or rank-4 gradient
     instead, XLA's CPU backend splits the sum into a slower windowed
-    reduction (benchmarks/RESULTS.md, training speed).
+    reduction (benchmarks/RESULTS.md at 8068402, training speed).
     """
     d, u = kernel.shape
     leading = ops.shape(x)[:-1]

@@ -230,7 +230,7 @@ class MultiHeadAttention(keras.layers.Layer):
         # the layer was then slower at 64 tokens and needed more memory than
         # Keras' at 64 and 128 (the concatenated kernel and the whole
         # product's output live at once), and a Transformer training step was
-        # no faster (benchmarks/RESULTS.md, attention layer).
+        # no faster (benchmarks/RESULTS.md at 8068402, attention layer).
         q = self._project(query, self.query_kernel, self.query_bias)  # (B, T_q, N, H)
 
         offset = 0

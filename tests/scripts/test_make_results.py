@@ -33,3 +33,20 @@ def test_a_block_is_rendered_from_its_json(tmp_path, monkeypatch):
     assert "raw +5.0%, prepared -1.0%" in out and "`small` Transformer consumes 1,000" in out
     assert "2026-01-02, a CPU, 2 cores (CPU), with `python scripts/benchmark_data.py`" in out
     assert make_results.render(out) == out  # idempotent
+
+
+def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
+    runs = tmp_path / "benchmarks" / "multi30k"
+    runs.mkdir(parents=True)
+    scores = {"bleu": 30.04, "bleu_lowercase": 30.55, "chrf": 55.0, "num_sentences": 1000}
+    for model, direction in make_results.MULTI30K_RUNS:
+        result = {"config": {"preset": "small", "epochs": 12}, "test": scores, "train_seconds": 600.0,
+                  "parameters": 1234, "commit": "abc1234"}
+        if model == "transformer":
+            result["test_beam4"] = {**scores, "bleu": 31.0}
+        (runs / f"{model}-{direction}.json").write_text(json.dumps(result))
+    monkeypatch.setattr(make_results, "ROOT", str(tmp_path))
+    table = make_results.multi30k()
+    assert "| transformer (small) | en->de | 12 | 30.0 / 30.6 | 31.0 / 30.6 | not scored | 55.0 | 10 min | 1,234 " \
+           "| abc1234 |" in table
+    assert table.count("| RNN without attention (small) |") == 2 and table.count("not scored") == 14
