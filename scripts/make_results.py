@@ -89,39 +89,39 @@ def training():
     ]) + "\n"
 
 
+def table(header, rows, notes):
+    """A Markdown table (the first column left-aligned, the others right) followed by note paragraphs."""
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    for note in notes:
+        lines += ["", note]
+    return "\n".join(lines) + "\n"
+
+
 def decoding():
     r = load("decoding")
-    lines = ["| batch | tokens | cached greedy over re-running the prefix | beam 4 over greedy (time) |",
-             "|---:|---:|---:|---:|"]
-    for row in r["rows"]:
-        lines.append(f"| {row['batch']} | {row['tokens']} | {row['speedup']:.1f}x faster "
-                     f"| {row['beam4_over_greedy']:.2f}x |")
-    lines += ["", provenance(r, "decoding.json", "python scripts/benchmark_decoding.py --json benchmarks/decoding.json")]
-    return "\n".join(lines) + "\n"
+    return table(["batch", "tokens", "cached greedy over re-running the prefix", "beam 4 over greedy (time)"],
+                 [(row["batch"], row["tokens"], f"{row['speedup']:.1f}x faster", f"{row['beam4_over_greedy']:.2f}x")
+                  for row in r["rows"]],
+                 [provenance(r, "decoding.json", "python scripts/benchmark_decoding.py --json benchmarks/decoding.json")])
 
 
 def serving():
     r = load("serving")
-    lines = ["| decoding | batch | sentences/s | batch latency p50 |", "|---|---:|---:|---:|"]
-    for row in r["results"]:
-        lines.append(f"| {row['decoding']} | {row['batch_size']} | {row['sentences_per_second']:.1f} "
-                     f"| {row['batch_ms_p50']:.0f} ms |")
-    lines += ["", f"The exported SavedModel, strings in and out, {r['results'][0]['sentences']:,} test sentences.",
-              "", provenance(r, "serving.json", "python scripts/benchmark_serving.py --json benchmarks/serving.json")]
-    return "\n".join(lines) + "\n"
+    return table(["decoding", "batch", "sentences/s", "batch latency p50"],
+                 [(row["decoding"], row["batch_size"], f"{row['sentences_per_second']:.1f}",
+                   f"{row['batch_ms_p50']:.0f} ms") for row in r["results"]],
+                 [f"The exported SavedModel, strings in and out, {r['results'][0]['sentences']:,} test sentences.",
+                  provenance(r, "serving.json", "python scripts/benchmark_serving.py --json benchmarks/serving.json")])
 
 
 def attention():
     r = load("attention")
-    lines = ["| pass | length | speed, ours over `keras.layers.MultiHeadAttention` | memory, ours / Keras |",
-             "|---|---:|---:|---:|"]
-    for row in r["rows"]:
-        lines.append(f"| {row['pass']} | {row['length']} | {row['speed_ratio']:.2f}x "
-                     f"| {row['ours']['memory_mib']:.1f} / {row['keras']['memory_mib']:.1f} MiB |")
-    lines += ["", f"Causal self-attention, batch {r['batch']}, d_model {r['d_model']}, {r['heads']} heads, XLA.",
-              "", provenance(r, "attention.json",
-                             "python scripts/benchmark_attention.py --json benchmarks/attention.json")]
-    return "\n".join(lines) + "\n"
+    return table(["pass", "length", "speed, ours over `keras.layers.MultiHeadAttention`", "memory, ours / Keras"],
+                 [(row["pass"], row["length"], f"{row['speed_ratio']:.2f}x",
+                   f"{row['ours']['memory_mib']:.1f} / {row['keras']['memory_mib']:.1f} MiB") for row in r["rows"]],
+                 [f"Causal self-attention, batch {r['batch']}, d_model {r['d_model']}, {r['heads']} heads, XLA.",
+                  provenance(r, "attention.json", "python scripts/benchmark_attention.py --json benchmarks/attention.json")])
 
 
 def data_pipeline():
