@@ -172,11 +172,11 @@ def measure_training(args, tf, data, source_tok, target_tok):
     keras.utils.set_random_seed(0)
     model = Transformer(source_tok.vocab_size, target_tok.vocab_size, max_length=512, **PRESETS[args.preset])
     model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=MaskedSparseCrossEntropy(), jit_compile=True)
-    model.fit(ds, steps_per_epoch=len(batches), epochs=1, verbose=0)  # compiles every batch shape
+    model.fit(ds, steps_per_epoch=len(batches), epochs=1, verbose=0, shuffle=False)  # compiles every shape
     rates = []
     for _ in range(args.rounds):
         timer = StepTimes()
-        model.fit(ds, steps_per_epoch=args.train_steps + 1, epochs=1, verbose=0, callbacks=[timer])
+        model.fit(ds, steps_per_epoch=args.train_steps + 1, epochs=1, verbose=0, callbacks=[timer], shuffle=False)
         rates.append(args.train_steps * real_tokens / (timer.times[-1] - timer.times[0]))
     return dict(training_target_tokens_per_second=statistics.median(rates), rounds=rates,
                 preset=args.preset, mean_real_target_tokens_per_batch=real_tokens)

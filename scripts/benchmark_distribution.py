@@ -97,13 +97,13 @@ def main(argv=None):
     models = [_model(c, strategy) for _, strategy, _ in cases]
     data = [_dataset(c, batch) for _, _, batch in cases]
     for model, ds in zip(models, data):  # warm-up: trace and run the step
-        model.fit(ds, steps_per_epoch=2, epochs=1, verbose=0)
+        model.fit(ds, steps_per_epoch=2, epochs=1, verbose=0, shuffle=False)
 
     speeds = [[] for _ in cases]
     for _ in range(repeats):
         for i, (model, ds) in enumerate(zip(models, data)):
             timer = StepTimer()
-            model.fit(ds, steps_per_epoch=steps + 1, epochs=1, verbose=0, callbacks=[timer])
+            model.fit(ds, steps_per_epoch=steps + 1, epochs=1, verbose=0, callbacks=[timer], shuffle=False)
             speeds[i].append(timer.steps_per_second())
 
     rows = []

@@ -103,7 +103,8 @@ def decoding():
     return table(["batch", "tokens", "cached greedy over re-running the prefix", "beam 4 over greedy (time)"],
                  [(row["batch"], row["tokens"], f"{row['speedup']:.1f}x faster", f"{row['beam4_over_greedy']:.2f}x")
                   for row in r["rows"]],
-                 [provenance(r, "decoding.json", "python scripts/benchmark_decoding.py --json benchmarks/decoding.json")])
+                 [provenance(r, "decoding.json",
+                             "python scripts/benchmark_decoding.py --json benchmarks/decoding.json")])
 
 
 def serving():
@@ -121,7 +122,8 @@ def attention():
                  [(row["pass"], row["length"], f"{row['speed_ratio']:.2f}x",
                    f"{row['ours']['memory_mib']:.1f} / {row['keras']['memory_mib']:.1f} MiB") for row in r["rows"]],
                  [f"Causal self-attention, batch {r['batch']}, d_model {r['d_model']}, {r['heads']} heads, XLA.",
-                  provenance(r, "attention.json", "python scripts/benchmark_attention.py --json benchmarks/attention.json")])
+                  provenance(r, "attention.json",
+                             "python scripts/benchmark_attention.py --json benchmarks/attention.json")])
 
 
 def data_pipeline():

@@ -203,11 +203,11 @@ def profile(model, batch, steps, dump_dir):
     """
     model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=MaskedSparseCrossEntropy(), jit_compile=True)
     data = tf.data.Dataset.from_tensors(batch).repeat()
-    model.fit(data, steps_per_epoch=2, epochs=1, verbose=0)  # compile (and dump) first
+    model.fit(data, steps_per_epoch=2, epochs=1, verbose=0, shuffle=False)  # compile (and dump) first
     trace_dir = tempfile.mkdtemp(prefix="profile-")
     tf.profiler.experimental.start(trace_dir)
     started = time.perf_counter()
-    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
+    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False)
     wall = (time.perf_counter() - started) / steps * 1e3
     tf.profiler.experimental.stop()
     module = training_step_module(dump_dir)

@@ -221,3 +221,13 @@ def test_data_benchmark_reports_every_size_and_source(tmp_path):
     assert len(source_lengths) == len(target_lengths) == 20000
     assert 18 <= np.median(source_lengths) <= 22 and 1 <= min(source_lengths) and max(source_lengths) <= 150
     assert 0.9 < np.median(np.array(target_lengths) / np.array(source_lengths)) < 1.2
+
+
+def test_the_keras_hub_model_raises_no_mask_warnings():
+    import warnings
+
+    c = benchmark_training.QUICK
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        benchmark_training.keras_hub_model(c)(benchmark_training.random_batch(c)[0])
+    assert not [w for w in caught if "mask" in str(w.message)], [str(w.message) for w in caught]
