@@ -124,37 +124,8 @@ def beam_search(
         # log P(token) = logit - logsumexp(logits), padding's share included.
         normaliser = ops.reshape(ops.logsumexp(logits, axis=-1), (batch, beam, 1))  # (B, K, 1)
         logits = mask_padding(ops.reshape(logits, (batch, beam, vocab)))  # (B, K, V)
-        finished_rows = ops.expand_dims(finished, -1)  # (B, K, 1)
-
-        # Rank the K * V candidates by their length-penalised scores. Within
-        # one hypothesis the log-probability so far and the length penalty
-        # are shared, so its best K continuations by step log-probability are
-        # the only ones of its V that can reach the overall top K: take those
-        # first (B*K rows of V, not B rows of K*V), then rank the K * K. The
-        # top K of the logits are those of the log-probabilities (a shift per
-        # row), so the (B, K, V) log-softmax is never written out.
-        # A finished hypothesis has one continuation: padding, at no cost.
-        per_hypothesis = beam if isinstance(vocab, int) and vocab >= beam else None
-        if per_hypothesis:
-            top_logits, token_ids = blockwise_top_k(logits, per_hypothesis)  # (B, K, K)
-            pad_first = ops.where(ops.equal(ops.arange(per_hypothesis), 0), 0.0, NEG_INF)  # (K,)
-            step_log_probs = ops.where(finished_rows, pad_first, top_logits - normaliser)
-            token_ids = ops.where(finished_rows, 0, token_ids)
-        else:
-            pad_only = ops.where(ops.equal(ops.arange(vocab), 0), 0.0, NEG_INF)  # (V,)
-            step_log_probs = ops.where(finished_rows, pad_only, logits - normaliser)  # (B, K, V)
-        candidate_log_probs = ops.expand_dims(log_probs, -1) + step_log_probs  # (B, K, K or V)
-        new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")  # (B, K)
-        candidate_scores = candidate_log_probs / ops.expand_dims(length_penalty_factor(new_lengths, alpha), -1)
-        width = ops.shape(candidate_scores)[-1]
-        flat_scores = ops.reshape(candidate_scores, (batch, beam * width))
-        _, best = ops.top_k(flat_scores, beam, sorted=True)  # (B, K), best first
-        parents = best // width
-        if per_hypothesis:
-            next_tokens = ops.take_along_axis(ops.reshape(token_ids, (batch, -1)), best, axis=1)
-        else:
-            next_tokens = best % width
-        next_tokens = ops.cast(next_tokens, "int32")
+        best, parents, next_tokens, candidate_log_probs, new_lengths = _best_continuations(
+            logits, normaliser, finished, log_probs, lengths, beam, alpha)
 
         # Reorder everything along with the surviving hypotheses.
         log_probs = ops.take_along_axis(ops.reshape(candidate_log_probs, (batch, -1)), best, axis=1)
@@ -202,3 +173,54 @@ def beam_search(
     if return_attention:
         attention = ops.reshape(attention, (batch, beam, max_length, source_length))
     return DecodeResult(tokens, scores, log_probs, lengths, attention if return_attention else None)
+
+
+def _best_continuations(logits, normaliser, finished, log_probs, lengths, beam, alpha):
+    """The K best continuations of each row's K hypotheses, by length-penalised score.
+
+    Args:
+        logits: float32 `(B, K, V)`, padding masked; `normaliser` `(B, K, 1)`
+            their logsumexp (padding's share included).
+        finished: bool `(B, K)`; `log_probs` float32 `(B, K)` so far;
+            `lengths` int32 `(B, K)` tokens emitted so far; `beam` the int
+            K; `alpha` GNMT's.
+
+    Returns:
+        `(best, parents, next_tokens, candidate_log_probs, new_lengths)`:
+        the flat indices of the best K candidates `(B, K)`, best first; the
+        hypothesis each continues `(B, K)`; their tokens int32 `(B, K)`; all
+        candidates' log-probabilities `(B, K, W)`; each hypothesis' length
+        after this step `(B, K)`.
+    """
+    batch, vocab = ops.shape(logits)[0], ops.shape(logits)[-1]
+    finished_rows = ops.expand_dims(finished, -1)  # (B, K, 1)
+    # Rank the K * V candidates by their length-penalised scores. Within
+    # one hypothesis the log-probability so far and the length penalty
+    # are shared, so its best K continuations by step log-probability are
+    # the only ones of its V that can reach the overall top K: take those
+    # first (B*K rows of V, not B rows of K*V), then rank the K * K. The
+    # top K of the logits are those of the log-probabilities (a shift per
+    # row), so the (B, K, V) log-softmax is never written out.
+    # A finished hypothesis has one continuation: padding, at no cost.
+    per_hypothesis = beam if isinstance(vocab, int) and vocab >= beam else None
+    if per_hypothesis:
+        top_logits, token_ids = blockwise_top_k(logits, per_hypothesis)  # (B, K, K)
+        pad_first = ops.where(ops.equal(ops.arange(per_hypothesis), 0), 0.0, NEG_INF)  # (K,)
+        step_log_probs = ops.where(finished_rows, pad_first, top_logits - normaliser)
+        token_ids = ops.where(finished_rows, 0, token_ids)
+    else:
+        pad_only = ops.where(ops.equal(ops.arange(vocab), 0), 0.0, NEG_INF)  # (V,)
+        step_log_probs = ops.where(finished_rows, pad_only, logits - normaliser)  # (B, K, V)
+    candidate_log_probs = ops.expand_dims(log_probs, -1) + step_log_probs  # (B, K, K or V)
+    new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")  # (B, K)
+    candidate_scores = candidate_log_probs / ops.expand_dims(length_penalty_factor(new_lengths, alpha), -1)
+    width = ops.shape(candidate_scores)[-1]
+    flat_scores = ops.reshape(candidate_scores, (batch, beam * width))
+    _, best = ops.top_k(flat_scores, beam, sorted=True)  # (B, K), best first
+    parents = best // width
+    if per_hypothesis:
+        next_tokens = ops.take_along_axis(ops.reshape(token_ids, (batch, -1)), best, axis=1)
+    else:
+        next_tokens = best % width
+    next_tokens = ops.cast(next_tokens, "int32")
+    return best, parents, next_tokens, candidate_log_probs, new_lengths
