@@ -134,50 +134,14 @@ def make_translation_dataset(
     ...                               shuffle=True, seed=1)  # doctest: +SKIP
     >>> model.fit(ds, epochs=10)  # doctest: +SKIP
     """
-    located = _check_pairs(pairs)
-    if strict and not located:
-        raise ValueError("`strict=True` needs pairs with locations (load them with "
-                         "`with_locations=True`). Received: pairs with 2 elements")
-    if (batch_size is None) == (batch_tokens is None):
-        raise ValueError(
-            "Give exactly one of `batch_size` (pairs) and `batch_tokens` (a token budget). "
-            f"Received: batch_size={batch_size!r}, batch_tokens={batch_tokens!r}"
-        )
-    if batch_size is not None:
-        check_positive_int("batch_size", batch_size)
-    else:
-        check_positive_int("batch_tokens", batch_tokens)
-        bucket_boundaries = "auto" if bucket_boundaries is None else bucket_boundaries
-    check_choice("on_long", on_long, ("drop", "truncate"))
-    max_source, max_target = _max_lengths(max_length)
-    if pad_to_bucket_boundary and bucket_boundaries is None:
-        raise ValueError(
-            "`pad_to_bucket_boundary=True` needs `bucket_boundaries` (a list or 'auto'). "
-            "Received: bucket_boundaries=None"
-        )
-    if pad_to_bucket_boundary and stats_sample is not None and max_length is None:
-        raise ValueError(
-            "`pad_to_bucket_boundary=True` with `stats_sample` needs `max_length` (the sample "
-            "cannot tell the longest pair). Received: max_length=None"
-        )
+    bucket_boundaries, max_source, max_target = _check_arguments(
+        pairs, strict, batch_size, batch_tokens, bucket_boundaries, on_long, max_length,
+        pad_to_bucket_boundary, stats_sample)
     sos, eos = target_tokenizer.start_id, target_tokenizer.end_id
     src_sos, src_eos = source_tokenizer.start_id, source_tokenizer.end_id
 
-    def tokenize(source, target, *location):  # (B,) strings -> (B, None) ids
-        x, y = source_tokenizer.tokenize(source), target_tokenizer.tokenize(target)
-        if on_long == "truncate" or (not strict and report is None):
-            return x, y
-        long = (x.row_lengths() + 2 > max_source) | (y.row_lengths() + 1 > max_target)
-        checks = [report.add("too_long_tokens", tf.reduce_sum(tf.cast(long, tf.int64)))] if report else []
-        if strict:
-            checks.append(assert_token_lengths(long, location[0], f"longer than max_length={max_length} tokens"))
-        with tf.control_dependencies(checks):
-            return tf.identity(x), tf.identity(y)
-
-    def densify(x, y):  # Ragged specs of rank 0 -> plain tensors.
-        return tf.convert_to_tensor(x), tf.convert_to_tensor(y)
-
-    ids = pairs.batch(1024).map(tokenize, num_parallel_calls=AUTOTUNE).unbatch().map(densify)
+    ids = _token_ids(pairs, source_tokenizer, target_tokenizer, max_source, max_target, max_length, on_long,
+                     strict, report)
     if cache:
         ids = ids.cache()
     stats = _length_stats(ids if stats_sample is None else ids.take(stats_sample),
@@ -214,6 +178,63 @@ def make_translation_dataset(
 
     ds = ds.map(to_model_inputs).prefetch(AUTOTUNE)
     return (ds, stats) if return_stats else ds
+
+
+def _check_arguments(pairs, strict, batch_size, batch_tokens, bucket_boundaries, on_long, max_length,
+                     pad_to_bucket_boundary, stats_sample):
+    """`make_translation_dataset`'s argument checks; returns `(bucket_boundaries, max_source, max_target)`."""
+    located = _check_pairs(pairs)
+    if strict and not located:
+        raise ValueError("`strict=True` needs pairs with locations (load them with "
+                         "`with_locations=True`). Received: pairs with 2 elements")
+    if (batch_size is None) == (batch_tokens is None):
+        raise ValueError(
+            "Give exactly one of `batch_size` (pairs) and `batch_tokens` (a token budget). "
+            f"Received: batch_size={batch_size!r}, batch_tokens={batch_tokens!r}"
+        )
+    if batch_size is not None:
+        check_positive_int("batch_size", batch_size)
+    else:
+        check_positive_int("batch_tokens", batch_tokens)
+        bucket_boundaries = "auto" if bucket_boundaries is None else bucket_boundaries
+    check_choice("on_long", on_long, ("drop", "truncate"))
+    max_source, max_target = _max_lengths(max_length)
+    if pad_to_bucket_boundary and bucket_boundaries is None:
+        raise ValueError(
+            "`pad_to_bucket_boundary=True` needs `bucket_boundaries` (a list or 'auto'). "
+            "Received: bucket_boundaries=None"
+        )
+    if pad_to_bucket_boundary and stats_sample is not None and max_length is None:
+        raise ValueError(
+            "`pad_to_bucket_boundary=True` with `stats_sample` needs `max_length` (the sample "
+            "cannot tell the longest pair). Received: max_length=None"
+        )
+    return bucket_boundaries, max_source, max_target
+
+
+def _token_ids(pairs, source_tokenizer, target_tokenizer, max_source, max_target, max_length, on_long, strict,
+               report):
+    """Pairs of strings -> pairs of id vectors (no markers), tokenized 1,024 at a time.
+
+    Pairs over the maximum length are counted into `report`, or (`strict`)
+    stop the pipeline with their location; they are dropped or cut later.
+    """
+
+    def tokenize(source, target, *location):  # (B,) strings -> (B, None) ids
+        x, y = source_tokenizer.tokenize(source), target_tokenizer.tokenize(target)
+        if on_long == "truncate" or (not strict and report is None):
+            return x, y
+        long = (x.row_lengths() + 2 > max_source) | (y.row_lengths() + 1 > max_target)
+        checks = [report.add("too_long_tokens", tf.reduce_sum(tf.cast(long, tf.int64)))] if report else []
+        if strict:
+            checks.append(assert_token_lengths(long, location[0], f"longer than max_length={max_length} tokens"))
+        with tf.control_dependencies(checks):
+            return tf.identity(x), tf.identity(y)
+
+    def densify(x, y):  # Ragged specs of rank 0 -> plain tensors.
+        return tf.convert_to_tensor(x), tf.convert_to_tensor(y)
+
+    return pairs.batch(1024).map(tokenize, num_parallel_calls=AUTOTUNE).unbatch().map(densify)
 
 
 def bucket_sizes(bucket_boundaries, longest, batch_size=None, batch_tokens=None):
