@@ -11,6 +11,7 @@ from keras_attention import DATA_ENV_VAR, __version__
 from keras_attention.options import MODEL_KINDS, PRESET_NAMES
 from keras_attention.options import argument_type as checked
 from keras_attention.reporting import print_summary
+from keras_attention.tensorflow_only import BackendError, require_tensorflow
 
 DEFAULT_SOURCE, DEFAULT_TARGET = "en", "de"
 
@@ -258,7 +259,7 @@ def main(argv=None):
     try:
         with quiet:
             return _run(args)
-    except (ValueError, FileNotFoundError, OSError) as error:
+    except (ValueError, FileNotFoundError, OSError, BackendError) as error:
         print(f"keras-attention {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -316,6 +317,7 @@ def _how_to_go_on(args):
 
 def _run(args):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    require_tensorflow("The command line")
     if args.command == "train":
         from keras_attention.training.recipe import train
 

@@ -12,9 +12,56 @@ import os
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from keras import ops
+
+
+def jit_compile(fn):
+    """`fn` compiled with XLA by the current backend: `tf.function(jit_compile=True)` or `jax.jit`."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=True)
+    if backend == "jax":
+        import jax
+
+        return jax.jit(fn)
+    raise NotImplementedError(f"no XLA compilation for the {backend!r} backend")
+
+
+def gradients(loss_fn, inputs, variables, jit=False):
+    """Gradients of `loss_fn(*inputs)` with respect to `inputs` then `variables`, on any backend.
+
+    TensorFlow: a `GradientTape` (inside `tf.function(jit_compile=True)` with
+    `jit`); JAX: `jax.grad` (under `jax.jit` with `jit`), the variables read
+    from a `keras.StatelessScope`. Returns a list of NumPy arrays.
+    """
+    inputs = [ops.convert_to_tensor(x) for x in inputs]
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        def run(*xs):
+            with tf.GradientTape() as tape:
+                tape.watch(list(xs))
+                loss = loss_fn(*xs)
+            return tape.gradient(loss, list(xs) + list(variables))
+
+        run = tf.function(run, jit_compile=True) if jit else run
+        return [ops.convert_to_numpy(g) for g in run(*inputs)]
+    if backend == "jax":
+        import jax
+
+        def loss(xs, values):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return loss_fn(*xs)
+
+        grad = jax.grad(loss, argnums=(0, 1))
+        grad = jax.jit(grad) if jit else grad
+        input_grads, variable_grads = grad(inputs, [v.value for v in variables])
+        return [np.asarray(g) for g in list(input_grads) + list(variable_grads)]
+    raise NotImplementedError(f"no gradients for the {backend!r} backend")
 
 
 def _as_tuple(x):
@@ -135,12 +182,8 @@ def run_layer_test(
     # 7. XLA: a jit-compiled call agrees with the eager call.
     if run_jit:
         eager = _floats(layer(**input_data, **call_kwargs))
-        tensors = {k: tf.constant(v) for k, v in input_data.items()}
-
-        @tf.function(jit_compile=True)
-        def compiled(kw):
-            return layer(**kw, **call_kwargs)
-
+        tensors = {k: ops.convert_to_tensor(v) for k, v in input_data.items()}
+        compiled = jit_compile(lambda kw: layer(**kw, **call_kwargs))
         for e, c in zip(eager, _floats(compiled(tensors))):
             np.testing.assert_allclose(
                 ops.convert_to_numpy(c), ops.convert_to_numpy(e), atol=max(atol, 1e-5), rtol=1e-5

@@ -150,7 +150,7 @@ for word, row in zip(english, cross_weights.numpy()[0]):
 # so the model can learn that "shirt" should look for "Hemd", or that a verb should
 # look for its subject rather than for itself. A single-head
 # `layers.MultiHeadAttention` is exactly that; below we recompute its output by hand
-# from its weights (`query_kernel` has shape `(d_model, heads, key_dim)`).
+# from its weights (`query_dense.kernel` has shape `(d_model, heads, key_dim)`).
 
 # %%
 attention = layers.MultiHeadAttention(num_heads=1, key_dim=8)
@@ -164,13 +164,13 @@ def project(kernel, bias):
     return x_en[0] @ kernel.numpy()[:, 0, :] + bias.numpy()[0]  # (words, key_dim)
 
 
-q = project(attention.query_kernel, attention.query_bias)
-k = project(attention.key_kernel, attention.key_bias)
-v = project(attention.value_kernel, attention.value_bias)
+q = project(attention.query_dense.kernel, attention.query_dense.bias)
+k = project(attention.key_dense.kernel, attention.key_dense.bias)
+v = project(attention.value_dense.kernel, attention.value_dense.bias)
 scores = q @ k.T / np.sqrt(8)
 a = np.exp(scores - scores.max(-1, keepdims=True))
 a /= a.sum(-1, keepdims=True)
-by_hand = a @ v @ attention.output_kernel.numpy()[0] + attention.output_bias.numpy()
+by_hand = a @ v @ attention.output_dense.kernel.numpy()[0] + attention.output_dense.bias.numpy()
 print("Q, K, V:", q.shape, k.shape, v.shape)
 print("max |by hand - layer| =", np.abs(by_hand - output.numpy()[0]).max())
 

@@ -161,16 +161,16 @@ x = keras.random.normal((1, 7, d_model), seed=4)  # (batch, words, d_model)
 output, weights = attention(x, x, return_attention_scores=True)
 print("layer output:", tuple(output.shape), " weights:", tuple(weights.shape), " (batch, heads, queries, keys)")
 
-Q = keras.ops.einsum("btd,dnh->btnh", x, attention.query_kernel) + attention.query_bias
-K = keras.ops.einsum("btd,dnh->btnh", x, attention.key_kernel) + attention.key_bias
-V = keras.ops.einsum("btd,dnh->btnh", x, attention.value_kernel) + attention.value_bias
+Q = keras.ops.einsum("btd,dnh->btnh", x, attention.query_dense.kernel) + attention.query_dense.bias
+K = keras.ops.einsum("btd,dnh->btnh", x, attention.key_dense.kernel) + attention.key_dense.bias
+V = keras.ops.einsum("btd,dnh->btnh", x, attention.value_dense.kernel) + attention.value_dense.bias
 print("Q, K, V per head:", tuple(Q.shape), " (batch, words, heads, key_dim)")
 per_head, head_weights = layers.scaled_dot_product_attention(Q, K, V)  # rank 4: all heads at once
 print("heads' outputs:", tuple(per_head.shape), " weights:", tuple(head_weights.shape))
 concatenated = keras.ops.reshape(per_head, (1, 7, heads * (d_model // heads)))
 print("concatenated:", tuple(concatenated.shape))
-by_heads = keras.ops.matmul(concatenated, keras.ops.reshape(attention.output_kernel, (d_model, d_model)))
-by_heads = by_heads + attention.output_bias
+by_heads = keras.ops.matmul(concatenated, keras.ops.reshape(attention.output_dense.kernel, (d_model, d_model)))
+by_heads = by_heads + attention.output_dense.bias
 print("max |by heads - layer| =", float(keras.ops.max(keras.ops.abs(by_heads - output))))
 
 # %% [markdown]

@@ -69,25 +69,20 @@ fig.tight_layout()
 fig.savefig(figure_path("08_causal_mask.png"), dpi=100)
 
 # %% [markdown]
-# Weights that are exactly zero need not be computed at all. For 128 target
-# positions or more, the library's causal attention cuts the queries into four
-# blocks and multiplies each block only with the keys up to its last position:
-# 10 of the 16 (query block, key block) tiles, 3/8 of the attention's work and
-# memory saved, and the same numbers as the full masked computation. Inside a
-# block, the keys before its first query are visible to all of its queries, so
-# only the square tile on the diagonal needs the mask; the two tiles share one
-# softmax (one maximum, one sum). Below, 256 positions attended once with
-# `causal=True` (blocks) and once with the causal mask passed as an ordinary
-# mask (one block, every score computed).
+# `causal=True` is a shorthand for exactly this mask: the function builds the
+# lower triangle itself and ANDs it with any mask passed in. The two calls below,
+# on 256 positions, give the same numbers. (Inside `MultiHeadAttention`, a causal
+# mask with no other mask goes to `keras.ops.dot_product_attention` with
+# `is_causal=True`, which lets a GPU backend use a fused kernel that skips the
+# zero tiles.)
 
 # %%
 from keras_attention.layers import attention_ops  # noqa: E402
 
 q, k, v = (keras.random.normal((2, 256, 2, 8), seed=s) for s in (2, 3, 4))  # (B, T, heads, d)
-blocked, _ = layers.scaled_dot_product_attention(q, k, v, causal=True)
-full, _ = layers.scaled_dot_product_attention(q, k, v, mask=attention_ops.causal_mask(256, 256))
-print("query block:", attention_ops.causal_query_block(256), "positions")
-print("largest difference, blocks vs full:", float(np.abs(blocked.numpy() - full.numpy()).max()))
+shorthand, _ = layers.scaled_dot_product_attention(q, k, v, causal=True)
+explicit, _ = layers.scaled_dot_product_attention(q, k, v, mask=attention_ops.causal_mask(256, 256))
+print("largest difference, causal=True vs explicit mask:", float(np.abs(shorthand.numpy() - explicit.numpy()).max()))
 
 # %% [markdown]
 # ## Future tokens never change past outputs
@@ -163,11 +158,10 @@ print("expected:      ", [tokens[i] for i in target_out[0, :n].numpy()])
 # every new word would redo all the previous positions; instead the decoder blocks
 # keep a **cache** of the keys and values of the positions already seen, and each step
 # computes only the new position. Thanks to the causal mask this gives exactly the
-# numbers of the parallel pass. Each block's cache is a pair: the keys, stored as
-# (batch, heads, key_dim, positions), and the values, (batch, heads, positions,
-# key_dim), the layouts in which the two attention products read them without
-# rearranging the whole cache at every step. Below, a small Transformer over the real
-# batch: all positions at once, then step by step with `decode_step`.
+# numbers of the parallel pass. Each block's cache is a pair, keys and values, each
+# (batch, positions, heads, key_dim): the layout of the projected keys and values in
+# `keras.layers.MultiHeadAttention`. Below, a small Transformer over the real batch:
+# all positions at once, then step by step with `decode_step`.
 
 # %%
 model = models.Transformer(

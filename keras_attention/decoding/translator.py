@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.tensorflow_only import require_tensorflow
 from keras_attention import __version__
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.decoding.beam_search import beam_search
@@ -79,6 +80,7 @@ class Translator(tf.Module):
         self, model, source_tokenizer, target_tokenizer, max_source_length=128, max_target_length=128,
         metadata=None,
     ):
+        require_tensorflow("Decoding with `Translator`")
         super().__init__(name="translator")
         self.metadata = dict(metadata or {})
         self.model = model

@@ -1,7 +1,6 @@
 """Attention layers: one public layer a module."""
 
 from keras_attention.layers.attention_ops import scaled_dot_product_attention
-from keras_attention.layers.dropout import Dropout
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.positional_embedding import PositionalEmbedding
 from keras_attention.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
@@ -12,7 +11,6 @@ from keras_attention.layers.luong_attention import LuongAttention
 
 __all__ = [
     "BahdanauAttention",
-    "Dropout",
     "LuongAttention",
     "MultiHeadAttention",
     "PositionalEmbedding",

@@ -5,12 +5,12 @@ import math
 import keras
 from keras import ops
 
-from keras_attention.layers import attention_ops
+from keras_attention.layers.alignment_attention import AlignmentAttention
 from keras_attention.layers.validation import check_attention_shapes, check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class BahdanauAttention(keras.layers.Layer):
+class BahdanauAttention(AlignmentAttention):
     """Additive (Bahdanau) attention for RNN encoder-decoders.
 
     Implements the alignment model of "Neural Machine Translation by Jointly
@@ -37,7 +37,7 @@ class BahdanauAttention(keras.layers.Layer):
 
     Masking: `value_mask` (filled in from the value's Keras mask when not
     given) marks the valid keys; padded keys get exactly zero weight. It covers
-    `key` too. The query's Keras mask is passed on to the context.
+    `key` too.
 
     Args:
         units: int. Size of the hidden layer of the score network.
@@ -81,7 +81,6 @@ class BahdanauAttention(keras.layers.Layer):
         self.units = check_positive_int("units", units)
         self.normalize = bool(normalize)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.supports_masking = True
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
@@ -118,31 +117,11 @@ class BahdanauAttention(keras.layers.Layer):
         as `projected_keys`. The layer must be built (called once, or
         `build(query_shape, value_shape)`), since W_k is created with W_q.
         """
-        if not self.built:
-            raise ValueError(
-                "`project_keys` needs a built layer: call the layer once or call "
-                f"`build(query_shape, value_shape)` first. Received: key.shape={tuple(key.shape)}"
-            )
-        key = ops.cast(key, self.compute_dtype)
-        return attention_ops.dense_project(key, ops.cast(self.key_kernel, self.compute_dtype))  # (B, T_v, U)
+        self._check_built("project_keys", key.shape)
+        return self._project(key, self.key_kernel)  # (B, T_v, U)
 
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        value_mask=None,
-        projected_keys=None,
-        return_attention_scores=False,
-        training=None,
-    ):
-        single_step = len(query.shape) == 2
-        if single_step:
-            query = ops.expand_dims(query, 1)  # (B, 1, d_q)
-        if projected_keys is None:
-            projected_keys = self.project_keys(value if key is None else key)  # (B, T_v, U)
-        projected_query = attention_ops.dense_project(query, self.query_kernel)  # (B, T_q, U)
-
+    def _scores(self, query, projected_keys):
+        projected_query = self._project(query, self.query_kernel)  # (B, T_q, U)
         # Score every (query, key) pair: W_q q_i + W_k k_j broadcast to (B, T_q, T_v, U).
         hidden = ops.expand_dims(projected_query, 2) + ops.expand_dims(projected_keys, 1)
         score_vector = self.score_vector  # (U,)
@@ -150,15 +129,7 @@ class BahdanauAttention(keras.layers.Layer):
             hidden = hidden + self.score_bias
             norm = ops.sqrt(ops.sum(ops.square(score_vector)))
             score_vector = self.score_scale * score_vector / norm  # g v / ||v||
-        scores = ops.sum(ops.tanh(hidden) * score_vector, axis=-1)  # (B, T_q, T_v)
-
-        weights = attention_ops.masked_softmax(scores, attention_ops.padding_to_attention_mask(key_mask=value_mask))
-        context = ops.einsum("bqk,bkd->bqd", weights, value)  # (B, T_q, d_v)
-        if single_step:
-            context, weights = context[:, 0], weights[:, 0]  # (B, d_v), (B, T_v)
-        if return_attention_scores:
-            return context, weights
-        return context
+        return ops.sum(ops.tanh(hidden) * score_vector, axis=-1)  # (B, T_q, T_v)
 
     def get_config(self):
         config = super().get_config()

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attention.layers import attention_ops
+from keras_attention.layers.alignment_attention import AlignmentAttention
 from keras_attention.layers.validation import (
     check_attention_shapes,
     check_choice,
@@ -14,7 +15,7 @@ SCORES = ("dot", "general", "concat")
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class LuongAttention(keras.layers.Layer):
+class LuongAttention(AlignmentAttention):
     """Luong attention: global with three score functions, or local-p.
 
     Implements "Effective Approaches to Attention-based Neural Machine
@@ -53,7 +54,7 @@ class LuongAttention(keras.layers.Layer):
 
     Masking: `value_mask` (filled in from the value's Keras mask when not
     given) marks the valid keys; padded keys get exactly zero weight. It covers
-    `key` too. The query's Keras mask is passed on to the context.
+    `key` too.
 
     Args:
         score: str. `"dot"`, `"general"` or `"concat"`. Defaults to `"dot"`.
@@ -108,7 +109,6 @@ class LuongAttention(keras.layers.Layer):
         self.window = None if window is None else check_positive_int("window", window)
         self.units = None if units is None else check_positive_int("units", units)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.supports_masking = True
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
@@ -137,13 +137,6 @@ class LuongAttention(keras.layers.Layer):
             self.position_vector = weight("position_vector", (units,))
         self.built = True
 
-    def _check_built(self, method, shape):
-        if not self.built:
-            raise ValueError(
-                f"`{method}` needs a built layer: call the layer once or call "
-                f"`build(query_shape, value_shape)` first. Received: shape={tuple(shape)}"
-            )
-
     def project_keys(self, key):
         """The key-side part of the score, once per source sequence.
 
@@ -152,15 +145,14 @@ class LuongAttention(keras.layers.Layer):
         "concat". Pass it as `projected_keys` at every decoding step.
         """
         self._check_built("project_keys", key.shape)
-        key = ops.cast(key, self.compute_dtype)
         if self.score == "dot":
-            return key  # (B, T_v, d_k)
+            return ops.cast(key, self.compute_dtype)  # (B, T_v, d_k)
         if self.score == "general":
             kernel = self.general_kernel  # (d_k, d_q)
         else:
             d_q = self.concat_kernel.shape[0] - key.shape[-1]
             kernel = self.concat_kernel[d_q:]  # (d_k, U): the key half of W_a
-        return attention_ops.dense_project(key, ops.cast(kernel, self.compute_dtype))  # (B, T_v, d_q|U)
+        return self._project(key, kernel)  # (B, T_v, d_q|U)
 
     def predicted_position(self, query, value, value_mask=None):
         """Local-p's aligned position p_t = S * sigmoid(v_p^T tanh(W_p h_t)).
@@ -176,11 +168,8 @@ class LuongAttention(keras.layers.Layer):
         self._check_built("predicted_position", query.shape)
         if self.window is None:
             raise ValueError("`predicted_position` needs local attention. Received: window=None")
-        dtype = self.compute_dtype
-        hidden = ops.tanh(
-            attention_ops.dense_project(ops.cast(query, dtype), ops.cast(self.position_kernel, dtype))
-        )  # (B, [T_q,] U)
-        logits = ops.sum(hidden * ops.cast(self.position_vector, dtype), axis=-1)
+        hidden = ops.tanh(self._project(query, self.position_kernel))  # (B, [T_q,] U)
+        logits = ops.sum(hidden * ops.cast(self.position_vector, self.compute_dtype), axis=-1)
         if value_mask is None:
             length = ops.cast(ops.shape(value)[1], "float32")
         else:
@@ -191,15 +180,19 @@ class LuongAttention(keras.layers.Layer):
 
     def _scores(self, query, projected_keys):
         if self.score != "concat":
-            return ops.einsum("bqd,bkd->bqk", query, projected_keys)  # (B, T_q, T_v)
-        d_q = query.shape[-1]
-        projected_query = attention_ops.dense_project(query, self.concat_kernel[:d_q])  # (B, T_q, U)
-        # W_q h_t + W_k hbar_s broadcast to (B, T_q, T_v, U).
-        hidden = ops.expand_dims(projected_query, 2) + ops.expand_dims(projected_keys, 1)
-        return ops.sum(ops.tanh(hidden) * self.score_vector, axis=-1)  # (B, T_q, T_v)
+            scores = ops.einsum("bqd,bkd->bqk", query, projected_keys)  # (B, T_q, T_v)
+        else:
+            d_q = query.shape[-1]
+            projected_query = self._project(query, self.concat_kernel[:d_q])  # (B, T_q, U)
+            # W_q h_t + W_k hbar_s broadcast to (B, T_q, T_v, U).
+            hidden = ops.expand_dims(projected_query, 2) + ops.expand_dims(projected_keys, 1)
+            scores = ops.sum(ops.tanh(hidden) * self.score_vector, axis=-1)  # (B, T_q, T_v)
+        return scores * self.score_scale if self.scale else scores
 
-    def _local_weights(self, scores, query, value, value_mask):
-        """Softmax inside the window around p_t, times the Gaussian, in float32."""
+    def _weights(self, scores, query, value, value_mask):
+        """Global: the softmax over the valid keys. Local-p: inside the window around p_t, times the Gaussian."""
+        if self.window is None:
+            return super()._weights(scores, query, value, value_mask)
         position = self.predicted_position(query, value, value_mask)  # (B, T_q)
         source = ops.cast(ops.arange(ops.shape(value)[1]), "float32")  # (T_v,)
         distance = source[None, None, :] - ops.expand_dims(position, -1)  # (B, T_q, T_v)
@@ -209,36 +202,6 @@ class LuongAttention(keras.layers.Layer):
         gaussian = ops.exp(-ops.square(distance) / (2.0 * sigma**2))  # (B, T_q, T_v)
         weights = attention_ops.masked_softmax(ops.cast(scores, "float32"), mask) * gaussian
         return ops.cast(weights, scores.dtype)
-
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        value_mask=None,
-        projected_keys=None,
-        return_attention_scores=False,
-        training=None,
-    ):
-        single_step = len(query.shape) == 2
-        if single_step:
-            query = ops.expand_dims(query, 1)  # (B, 1, d_q)
-        if projected_keys is None:
-            projected_keys = self.project_keys(value if key is None else key)
-
-        scores = self._scores(query, projected_keys)  # (B, T_q, T_v)
-        if self.scale:
-            scores = scores * self.score_scale
-        if self.window is None:
-            weights = attention_ops.masked_softmax(scores, attention_ops.padding_to_attention_mask(key_mask=value_mask))
-        else:
-            weights = self._local_weights(scores, query, value, value_mask)
-        context = ops.einsum("bqk,bkd->bqd", weights, value)  # (B, T_q, d_v)
-        if single_step:
-            context, weights = context[:, 0], weights[:, 0]  # (B, d_v), (B, T_v)
-        if return_attention_scores:
-            return context, weights
-        return context
 
     def get_config(self):
         config = super().get_config()

@@ -106,7 +106,8 @@ class PositionalEmbedding(keras.layers.Layer):
             x = x * ops.cast(math.sqrt(self.d_model), x.dtype)
         length = ops.shape(inputs)[-1]
         if self.position == "learned":
-            positions = ops.slice(self.position_embeddings, [start_index, 0], [length, self.d_model])
+            table = ops.convert_to_tensor(self.position_embeddings)  # (max_length, d)
+            positions = ops.slice(table, [start_index, 0], [length, self.d_model])  # (T, d)
             positions = ops.cast(positions, x.dtype)
         else:
             positions = sinusoidal_table(length, self.d_model, start_index, dtype=x.dtype)

@@ -1,30 +1,20 @@
 """What the Transformer encoder and decoder blocks share: config, residual sublayers, FFN."""
 
 import keras
-from keras import ops
+from keras.src.backend import get_keras_mask
 
-from keras_attention.layers.dropout import Dropout
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.validation import check_positive_int, check_rate
 
 
 def keras_mask_of(x):
-    """The Keras mask a previous layer attached to `x`, or None."""
-    return getattr(x, "_keras_mask", None)
+    """The Keras mask a previous layer attached to `x`, or None.
 
-
-def per_token(fn, x):
-    """`fn` applied to the `(B * T, d)` rows of `x` `(B, T, d)`, reshaped back to `(B, T, d_out)`.
-
-    For what acts on each token alone (layer norm, the feed-forward
-    network): the result is the same, but the gradients of the biases and
-    of the norm's scale and offset become sums over the rows of a matrix,
-    which XLA's CPU backend runs faster than sums over two leading axes
-    (benchmarks/RESULTS.md at 8068402, training speed).
+    Keras keeps it as an attribute of the tensor, or (for JAX arrays, which
+    take no attributes) in a table that `get_keras_mask` reads; Keras has no
+    public name for that function yet.
     """
-    batch, length = ops.shape(x)[0], ops.shape(x)[1]
-    y = fn(ops.reshape(x, (-1, ops.shape(x)[-1])))  # (B * T, d_out)
-    return ops.reshape(y, (batch, length, ops.shape(y)[-1]))  # (B, T, d_out)
+    return get_keras_mask(x)
 
 
 class TransformerBlock(keras.layers.Layer):
@@ -122,20 +112,34 @@ class TransformerBlock(keras.layers.Layer):
         )
         self.feedforward_output.build(tuple(shape[:-1]) + (self.intermediate_dim,))
         self.feedforward_norm = self._make_norm("feedforward_norm", shape)
-        self.residual_dropout = Dropout(self.dropout, dtype=self.dtype_policy)
+        self.residual_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+
+    def compute_output_shape(self, inputs_shape, *args, **kwargs):
+        """The blocks keep their input's shape, `(B, T, d_model)`."""
+        return tuple(inputs_shape)
+
+    def _output_spec(self, sequence, keys=None, return_attention_scores=False, cache=None):
+        """Symbolic outputs: `(B, T, d)`, the weights `(B, N, T, T_k)` if asked, the cache if given."""
+        spec = (keras.KerasTensor(self.compute_output_shape(sequence.shape), dtype=self.compute_dtype),)
+        if return_attention_scores:
+            batch, length = sequence.shape[0], sequence.shape[1]
+            spec += (keras.KerasTensor((batch, self.num_heads, length, keys.shape[1]), dtype=self.compute_dtype),)
+        if cache is not None:
+            spec += (tuple(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache),)
+        return spec[0] if len(spec) == 1 else spec
 
     # Forward helpers ----------------------------------------------------------
 
     def _pre(self, x, norm):
-        return per_token(norm, x) if self.normalize_first else x
+        return norm(x) if self.normalize_first else x
 
     def _post(self, x, residual, norm, training):
         x = self.residual_dropout(x, training=training) + residual
-        return x if self.normalize_first else per_token(norm, x)
+        return x if self.normalize_first else norm(x)
 
     def _feedforward_sublayer(self, x, training):
         y = self._pre(x, self.feedforward_norm)
-        y = per_token(lambda rows: self.feedforward_output(self.feedforward_intermediate(rows)), y)  # (B, T, d)
+        y = self.feedforward_output(self.feedforward_intermediate(y))  # (B, T, d_ff) -> (B, T, d)
         return self._post(y, x, self.feedforward_norm, training)
 
     def get_config(self):

@@ -90,14 +90,27 @@ class TransformerDecoder(TransformerBlock):
         self.built = True
 
     def init_self_attention_cache(self, batch_size, max_length, dtype=None):
-        """An empty cache for step-by-step decoding: keys `(B, N, H, max_length)`, values `(B, N, max_length, H)`."""
+        """An empty cache for step-by-step decoding: keys and values, each `(B, max_length, N, H)`."""
         return self.self_attention.init_cache(batch_size, max_length, dtype)
 
     def compute_cross_attention_cache(self, encoder_sequence):
-        """Keys `(B, N, H, S)` and values `(B, N, S, H)` of the encoder output, computed once."""
+        """Keys and values `(B, S, N, H)` of the encoder output, computed once."""
         if self.cross_attention is None:
             raise ValueError("This decoder block was built without cross-attention.")
         return self.cross_attention.compute_cache(encoder_sequence)
+
+    def compute_output_spec(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        *args,
+        self_attention_cache=None,
+        cross_attention_cache=None,
+        return_attention_scores=False,
+        **kwargs,
+    ):
+        keys = encoder_sequence if cross_attention_cache is None else cross_attention_cache[0]
+        return self._output_spec(decoder_sequence, keys, return_attention_scores, self_attention_cache)
 
     def call(
         self,

@@ -4,7 +4,6 @@ import keras
 from keras import ops
 
 from keras_attention.layers.attention_ops import combine_masks, masked_softmax
-from keras_attention.layers.dropout import Dropout
 from keras_attention.layers.validation import check_positive_int, check_rate
 
 # Signed distances i - j beyond this share one bias (section 3.4 of the paper).
@@ -15,7 +14,7 @@ def _feedforward(name, units, num_layers, dropout):
     """`num_layers` x (Dropout, Dense(units, relu)), applied to the last axis."""
     stack = []
     for i in range(num_layers):
-        stack.append(Dropout(dropout, name=f"{name}_dropout_{i}"))
+        stack.append(keras.layers.Dropout(dropout, name=f"{name}_dropout_{i}"))
         stack.append(keras.layers.Dense(units, activation="relu", name=f"{name}_dense_{i}"))
     return keras.Sequential(stack, name=name)
 

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attention.layers import BahdanauAttention, Dropout, LuongAttention
+from keras_attention.layers import BahdanauAttention, LuongAttention
 from keras_attention.layers.validation import check_choice, check_positive_int, check_rate
 from keras_attention.models.time_scan import scan_carry
 
@@ -132,7 +132,7 @@ class Seq2SeqRNN(keras.Model):
             self.luong_combine = keras.layers.Dense(
                 units, activation="tanh", use_bias=False, dtype=policy, name="attentional_state"
             )
-        self.dropout_layer = Dropout(dropout, dtype=policy)
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=policy)
         self.output_projection = keras.layers.Dense(
             target_vocab_size, dtype=policy, name="output_projection"
         )

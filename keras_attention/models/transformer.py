@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attention.layers import Dropout, PositionalEmbedding, TransformerDecoder, TransformerEncoder
+from keras_attention.layers import PositionalEmbedding, TransformerDecoder, TransformerEncoder
 from keras_attention.layers.validation import check_choice, check_positive_int, check_rate
 
 PRESETS = {
@@ -142,7 +142,7 @@ class Transformer(keras.Model):
         self.source_embedding = (
             self.target_embedding if share_embeddings else embedding(source_vocab_size, "source_embedding")
         )
-        self.embedding_dropout = Dropout(dropout, dtype=self.dtype_policy)
+        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.encoder_blocks = [
             TransformerEncoder(**block_kwargs, name=f"encoder_{i}") for i in range(num_layers)
         ]
@@ -237,8 +237,8 @@ class Transformer(keras.Model):
         return {
             "encoder_output": encoder_output,
             "source_mask": source_mask,
-            "self_cache": tuple(self_caches),  # L x ((B, N, H, T_max), (B, N, T_max, H))
-            "cross_cache": tuple(cross_caches),  # L x ((B, N, H, S), (B, N, S, H))
+            "self_cache": tuple(self_caches),  # L x ((B, T_max, N, H), (B, T_max, N, H))
+            "cross_cache": tuple(cross_caches),  # L x ((B, S, N, H), (B, S, N, H))
         }
 
     def init_beam_state(self, source_ids, max_length, beam_size):
@@ -264,7 +264,7 @@ class Transformer(keras.Model):
             "self_cache": tuple(
                 block.init_self_attention_cache(batch, max_length * beam_size, self.compute_dtype)
                 for block in self.decoder_blocks
-            ),  # L x ((B, N, H, T_max * K), (B, N, T_max * K, H))
+            ),  # L x ((B, T_max * K, N, H), (B, T_max * K, N, H))
             "cross_cache": tuple(block.compute_cross_attention_cache(encoder_output) for block in self.decoder_blocks),
             "history": ops.full((batch, beam_size, max_length), -1, "int32"),  # (B, K, T_max)
         }

@@ -26,6 +26,7 @@ import tempfile
 
 import tensorflow as tf
 
+from keras_attention.tensorflow_only import require_tensorflow
 from keras_attention import __version__
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.decoding.common import check_non_negative_float
@@ -40,7 +41,7 @@ METADATA_FILE = os.path.join("assets.extra", "keras_attention.json")
 
 def export(translator, path, method="beam", beam_size=4, length_penalty=0.6, max_length=None,
            version=None):
-    """Write `translator` as a SavedModel that TF Serving serves.
+    """Write `translator` as a SavedModel that TF Serving serves (TensorFlow backend only).
 
     Args:
         translator: a `decoding.Translator` (a trained model and its tokenizers).
@@ -64,6 +65,7 @@ def export(translator, path, method="beam", beam_size=4, length_penalty=0.6, max
     >>> export(translator, "/models/translator", method="beam")  # doctest: +SKIP
     '/models/translator/1'
     """
+    require_tensorflow("SavedModel export")
     if not isinstance(translator, Translator):
         raise ValueError(f"`translator` must be a `Translator`. Received: translator={translator!r}")
     check_choice("method", method, EXPORT_METHODS)

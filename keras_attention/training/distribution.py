@@ -6,6 +6,7 @@ import os
 import keras
 import tensorflow as tf
 
+from keras_attention.tensorflow_only import require_tensorflow
 from keras_attention.layers.validation import check_choice
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
@@ -33,6 +34,7 @@ def get_strategy(name="auto"):
     Returns:
         A `tf.distribute.Strategy`.
     """
+    require_tensorflow("Distributed training (`tf.distribute`)")
     check_choice("strategy", name, STRATEGIES)
     if name == "multi_worker":  # before anything lists devices: that starts TensorFlow's runtime
         return _multi_worker_strategy()

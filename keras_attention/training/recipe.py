@@ -11,6 +11,7 @@ import time
 import keras
 import tensorflow as tf
 
+from keras_attention.tensorflow_only import require_tensorflow
 from keras_attention import data
 from keras_attention.decoding.translator import Translator
 from keras_attention.files import write_json
@@ -432,6 +433,7 @@ def train(config, verbose=1):
         data.CorpusError: with `strict_data`, the first bad training line
             (file and line named).
     """
+    require_tensorflow("The training recipe (`train`)")
     try:
         return _train(config, verbose)
     except tf.errors.InvalidArgumentError as error:

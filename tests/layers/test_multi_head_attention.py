@@ -5,7 +5,7 @@ import pytest
 from keras import ops
 
 from keras_attention.layers import MultiHeadAttention, attention_ops, scaled_dot_product_attention
-from tests.test_case import run_layer_test
+from tests.test_case import gradients, run_layer_test
 
 rng = np.random.default_rng(0)
 
@@ -53,7 +53,7 @@ def test_layer_harness_with_masks(tmp_path):
 def test_layer_harness_causal_with_scores(tmp_path):
     run_layer_test(
         MultiHeadAttention,
-        {"num_heads": 3, "key_dim": 2, "value_dim": 5, "output_dim": 4},
+        {"num_heads": 3, "key_dim": 2, "value_dim": 5, "output_shape": 4},
         {"query": _randn(2, 6, 8), "value": _randn(2, 6, 8)},
         call_kwargs={"use_causal_mask": True, "return_attention_scores": True},
         expected_output_shape=((2, 6, 4), (2, 3, 6, 6)),
@@ -83,36 +83,22 @@ def test_parity_with_keras_masks_and_scores(causal):
     np.testing.assert_allclose(_np(a_scores), _np(b_scores), atol=1e-5)
 
 
-@pytest.mark.parametrize("query_block", [None, 2])
-@pytest.mark.parametrize("jit_compile", [False, True])
-def test_gradients_match_keras(jit_compile, query_block, monkeypatch):
-    """Inputs' and weights' gradients equal Keras' (causal and padding masks, one row fully masked).
-
-    With `query_block=2` our causal attention runs by blocks of 2 queries (3
-    blocks over 5 queries, against 2, 4 and 5 of the 7 keys).
-    """
-    import tensorflow as tf
-
-    if query_block is not None:
-        monkeypatch.setattr(attention_ops, "MIN_CAUSAL_QUERY_BLOCK", query_block)
+@pytest.mark.parametrize("jit", [False, True])
+def test_gradients_match_keras(jit):
+    """Inputs' and weights' gradients equal Keras' (causal and padding masks, one row fully masked)."""
     ours, theirs = _pair()
-    q, v = tf.constant(_randn(3, 5, 8)), tf.constant(_randn(3, 7, 6))
+    q, v = _randn(3, 5, 8), _randn(3, 7, 6)
     value_mask = _padding_mask(3, 7)
     value_mask[2] = False  # every key of row 2 hidden: uniform weights in both
-    target = tf.constant(_randn(3, 5, 8))
+    target = _randn(3, 5, 8)
 
-    def gradients(layer):
-        @tf.function(jit_compile=jit_compile)
-        def run(q, v):
-            with tf.GradientTape() as tape:
-                tape.watch([q, v])
-                y = layer(q, v, value_mask=value_mask, use_causal_mask=True)
-                loss = tf.reduce_sum(y * target)
-            return tape.gradient(loss, [q, v] + layer.trainable_variables)
+    def grads(layer):
+        def loss(q, v):
+            return ops.sum(layer(q, v, value_mask=value_mask, use_causal_mask=True) * target)
 
-        return [_np(g) for g in run(q, v)]
+        return gradients(loss, [q, v], layer.trainable_variables, jit=jit)
 
-    for a, b in zip(gradients(ours), gradients(theirs)):
+    for a, b in zip(grads(ours), grads(theirs)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
@@ -209,18 +195,18 @@ def test_cache_prefix_then_steps_and_cross_attention_cache():
     assert len(same) == 2 and all(a is b for a, b in zip(same, cross))  # read, not rewritten
 
 
-def test_cache_holds_the_projected_keys_and_values_in_the_cache_layout():
+def test_cache_holds_the_projected_keys_and_values():
     layer = MultiHeadAttention(2, 4)
     x, enc = _randn(2, 5, 8), _randn(2, 7, 8)
     layer(x, enc)
     keys, values = layer.compute_cache(enc)
-    # NumPy: (B, S, d) x (d, N, H) + (N, H) -> (B, S, N, H); the cache has keys (B, N, H, S), values (B, N, S, H).
-    k = np.einsum("bsd,dnh->bsnh", _np(enc), _np(layer.key_kernel)) + _np(layer.key_bias)
-    v = np.einsum("bsd,dnh->bsnh", _np(enc), _np(layer.value_kernel)) + _np(layer.value_bias)
-    np.testing.assert_allclose(_np(keys), k.transpose(0, 2, 3, 1), atol=1e-5)
-    np.testing.assert_allclose(_np(values), v.transpose(0, 2, 1, 3), atol=1e-5)
+    # NumPy: (B, S, d) x (d, N, H) + (N, H) -> (B, S, N, H).
+    k = np.einsum("bsd,dnh->bsnh", _np(enc), _np(layer.key_dense.kernel)) + _np(layer.key_dense.bias)
+    v = np.einsum("bsd,dnh->bsnh", _np(enc), _np(layer.value_dense.kernel)) + _np(layer.value_dense.bias)
+    np.testing.assert_allclose(_np(keys), k, atol=1e-5)
+    np.testing.assert_allclose(_np(values), v, atol=1e-5)
     empty_keys, empty_values = layer.init_cache(3, 6)
-    assert tuple(empty_keys.shape) == (3, 2, 4, 6) and tuple(empty_values.shape) == (3, 2, 6, 4)
+    assert tuple(empty_keys.shape) == tuple(empty_values.shape) == (3, 6, 2, 4)
 
 
 def test_cache_must_be_a_pair_of_rank_4_tensors():
@@ -228,26 +214,13 @@ def test_cache_must_be_a_pair_of_rank_4_tensors():
     x = _randn(2, 1, 8)
     layer(x, x)
     keys, values = layer.init_cache(2, 5)
-    stacked = np.zeros((2, 2, 5, 2, 4), "float32")  # the old (B, 2, T, N, H) layout
-    for bad, text in [(stacked, r"\w+ of shape \(2, 2, 5, 2, 4\)"), ((keys,), r"\[\(2, 2, 4, 5\)\]"),
-                      ((keys, values[0]), r"\[\(2, 2, 4, 5\), \(2, 5, 4\)\]")]:
+    stacked = np.zeros((2, 2, 5, 2, 4), "float32")  # keras-hub's (B, 2, T, N, H) layout
+    for bad, text in [(stacked, r"\w+ of shape \(2, 2, 5, 2, 4\)"), ((keys,), r"\[\(2, 5, 2, 4\)\]"),
+                      ((keys, values[0]), r"\[\(2, 5, 2, 4\), \(5, 2, 4\)\]")]:
         with pytest.raises(ValueError, match="`cache` must be a pair.*Received: " + text):
             layer(x, x, cache=bad, cache_update_index=0)
-
-
-def test_cache_layout_gives_the_same_attention():
-    q, k, v = _randn(2, 3, 2, 4), _randn(2, 5, 2, 4), _randn(2, 5, 2, 4)  # (B, T, N, H)
-    mask = np.tril(np.ones((3, 5), bool), 2)
-    out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
-    out_c, weights_c = scaled_dot_product_attention(
-        q, np.transpose(k, (0, 2, 3, 1)), np.transpose(v, (0, 2, 1, 3)), mask=mask, cache_layout=True
-    )
-    np.testing.assert_allclose(_np(out_c), _np(out), atol=1e-6)
-    np.testing.assert_allclose(_np(weights_c), _np(weights), atol=1e-6)
-    with pytest.raises(ValueError, match="cache_layout=True. needs a rank 4"):
-        scaled_dot_product_attention(_randn(2, 3, 4), _randn(2, 3, 4), _randn(2, 3, 4), cache_layout=True)
-    with pytest.raises(ValueError, match="same depth d_k"):
-        scaled_dot_product_attention(q, np.transpose(_randn(2, 5, 2, 3), (0, 2, 3, 1)), v, cache_layout=True)
+    with pytest.raises(ValueError, match="needs a `cache`.*cache_update_index=0"):
+        layer(x, x, cache_update_index=0)
 
 
 def test_dropout_only_in_training():

@@ -1,0 +1,71 @@
+"""Which parts need TensorFlow: the layers never import it; the TensorFlow-only entries say so in one line."""
+
+import ast
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import keras_attention
+
+PACKAGE = pathlib.Path(keras_attention.__file__).parent
+
+# Under the JAX backend: import the layers and models, then try every TensorFlow-only entry.
+_PROBE = r"""
+import contextlib, io, json, sys
+import keras_attention.layers, keras_attention.models
+report = {"tensorflow_imported": any(m == "tensorflow" or m.startswith("tensorflow.") for m in sys.modules)}
+from keras_attention.tensorflow_only import BackendError
+from keras_attention.decoding.translator import Translator
+from keras_attention.serving.export import export
+from keras_attention.training.distribution import get_strategy
+from keras_attention.training.recipe import train
+from keras_attention import cli
+errors = {}
+for name, entry in [("Translator", lambda: Translator(None, None, None)), ("export", lambda: export(None, "unused")),
+                    ("get_strategy", lambda: get_strategy("default")), ("train", lambda: train(None))]:
+    try:
+        entry()
+    except BackendError as error:
+        errors[name] = str(error)
+stderr = io.StringIO()
+with contextlib.redirect_stderr(stderr):
+    report["cli_status"] = cli.main(["translate", "no-such-run", "hello"])
+report["cli_stderr"] = stderr.getvalue()
+report["errors"] = errors
+print(json.dumps(report))
+"""
+
+
+def _imports_of(path):
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module
+
+
+def test_no_layer_module_imports_tensorflow():
+    modules = sorted((PACKAGE / "layers").glob("*.py"))
+    assert len(modules) > 5
+    for path in modules:
+        bad = [name for name in _imports_of(path) if name.split(".")[0] == "tensorflow"]
+        assert not bad, f"{path.name} imports {bad}"
+
+
+def test_under_jax_layers_run_without_tensorflow_and_tensorflow_entries_say_so():
+    environment = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+    run = subprocess.run([sys.executable, "-c", _PROBE], env=environment, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["tensorflow_imported"] is False
+    assert sorted(report["errors"]) == ["Translator", "export", "get_strategy", "train"]
+    for message in report["errors"].values():
+        assert "\n" not in message and "TensorFlow backend only" in message and "'jax'" in message
+    assert report["cli_status"] == 2
+    lines = report["cli_stderr"].strip().splitlines()
+    assert lines == ["keras-attention translate: error: The command line runs on Keras' TensorFlow backend only; "
+                     "this process uses the 'jax' backend (set KERAS_BACKEND=tensorflow, or use the layers and "
+                     "models alone)"]
