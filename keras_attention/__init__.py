@@ -1,6 +1,6 @@
 """keras-attention: attention layers for Keras 3 and the models built from them."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Environment variable naming the folder that holds the corpora (for example
 # `multi30k/`); the data loaders look there before the Keras cache folder.

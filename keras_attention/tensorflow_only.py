@@ -7,9 +7,6 @@ against TensorFlow; under another backend they stop at once with one line
 saying so, instead of failing deep inside.
 """
 
-import keras
-
-
 class BackendError(RuntimeError):
     """A TensorFlow-only feature was used under another Keras backend."""
 
@@ -21,6 +18,8 @@ def require_tensorflow(feature):
 
     >>> require_tensorflow("SavedModel export")  # on the TensorFlow backend: nothing happens
     """
+    import keras  # here, not at the top: the command line imports this module before it quiets TensorFlow
+
     backend = keras.backend.backend()
     if backend != "tensorflow":
         raise BackendError(

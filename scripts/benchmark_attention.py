@@ -11,6 +11,7 @@ process whose allocator keeps what compilation used. Time is the median of
 `--repeats` calls after a warm-up call.
 
     python scripts/benchmark_attention.py --json benchmarks/attention.json
+    python scripts/benchmark_attention.py --batch 32 --lengths 512 1024 2048 4096   # a GPU
 """
 
 import argparse
@@ -22,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from timing import write_json
+from timing import device, write_json
 
 
 def measure(length, backward, batch, d_model, heads, repeats):
@@ -102,6 +103,7 @@ def main(argv=None):
         args.lengths, args.batch, args.repeats = [16, 32], 2, 2
 
     rows = []
+    print(f"device: {device()}; batch {args.batch}, d_model 256, 4 heads, causal self-attention")
     print(f"{'pass':17s} {'length':>6s} {'ours ms':>9s} {'keras ms':>9s} {'speed ratio':>11s} "
           f"{'ours MiB':>9s} {'keras MiB':>9s}")
     for backward in (False, True):

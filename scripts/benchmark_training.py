@@ -24,6 +24,7 @@ usual 6N plus the attention terms.
 
     python scripts/benchmark_training.py --json benchmarks/training.json
     python scripts/benchmark_training.py --no-xla
+    python scripts/benchmark_training.py --batch-size 256 --precision mixed_float16   # a GPU
     python scripts/benchmark_training.py --product-bound
 
 `--product-bound` also times every matrix product of a training step alone,
@@ -50,7 +51,7 @@ import tensorflow as tf
 
 from keras_attention.models import Transformer
 from keras_attention.training import MaskedSparseCrossEntropy
-from timing import alternated_medians, write_json
+from timing import alternated_medians, device, write_json
 
 CONFIG = dict(num_layers=3, d_model=256, num_heads=4, intermediate_dim=1024, vocab=8000, batch=64, length=24)
 QUICK = dict(CONFIG, num_layers=1, d_model=32, num_heads=2, intermediate_dim=64, vocab=200, batch=4, length=8)
@@ -110,10 +111,10 @@ def random_batch(c, seed=0):
     return (ids(), ids()), ids()
 
 
-def matmul_peak(n=2048, repeats=10):
-    """float32 GFLOP/s of an n x n matrix product (best of `repeats`)."""
-    a = tf.random.normal((n, n))
-    b = tf.random.normal((n, n))
+def matmul_peak(n=2048, repeats=10, dtype="float32"):
+    """GFLOP/s of an n x n matrix product in `dtype` on the default device (best of `repeats`)."""
+    a = tf.cast(tf.random.normal((n, n)), dtype)
+    b = tf.cast(tf.random.normal((n, n)), dtype)
     product = tf.function(lambda: tf.matmul(a, b))
     product().numpy()
     best = float("inf")
@@ -221,11 +222,20 @@ def main(argv=None):
     parser.add_argument("--product-bound", action="store_true",
                         help="also time the step's matrix products alone, each at its shape: "
                              "the fraction of the peak a step made of nothing else would reach")
+    parser.add_argument("--batch-size", type=int, help=f"sentences a batch (default {CONFIG['batch']})")
+    parser.add_argument("--length", type=int, help=f"source and target tokens a sentence (default {CONFIG['length']})")
+    parser.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"),
+                        help="Keras dtype policy of both models; the peak is measured in its compute dtype")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
     c = dict(QUICK if args.quick else CONFIG)
     if args.quick:
         args.steps, args.rounds = 2, 1
+    c["batch"] = args.batch_size or c["batch"]
+    c["length"] = args.length or c["length"]
+    keras.config.set_dtype_policy(args.precision)
+    compute_dtype = keras.config.dtype_policy().compute_dtype
+    print(f"device: {device()}; precision {args.precision}; batch {c['batch']} x {c['length']} tokens")
     keras.utils.set_random_seed(0)
     batch = random_batch(c)
     models = {"ours": ours(c), "keras_hub": keras_hub_model(c)}
@@ -244,8 +254,8 @@ def main(argv=None):
     for model in models.values():
         model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=MaskedSparseCrossEntropy(), jit_compile=jit)
     for round_ in range(args.rounds):
-        peaks.append(matmul_peak(256 if args.quick else 2048))
-        print(f"round {round_ + 1} float32 matrix product: {peaks[-1]:.1f} GFLOP/s")
+        peaks.append(matmul_peak(256 if args.quick else 2048, dtype=compute_dtype))
+        print(f"round {round_ + 1} {compute_dtype} matrix product: {peaks[-1]:.1f} GFLOP/s")
         for name, model in models.items():  # A B A B ...
             runs[name].append(time_training(model, batch, args.steps))
             print(f"round {round_ + 1} {name:9s}: {runs[name][-1]:8.1f} target tokens/s")
@@ -253,12 +263,14 @@ def main(argv=None):
     medians = {name: statistics.median(values) for name, values in runs.items()}
     flops = {name: flops_per_target_token(models[name], c) for name in models}
     result = {
-        "config": c, "xla": jit, "parameters": params, "matmul_peak_gflops": peak, "matmul_peaks": peaks,
+        "config": c, "xla": jit, "precision": args.precision, "parameters": params, "matmul_peak_gflops": peak, "matmul_peaks": peaks,
         "tokens_per_second": runs, "median_tokens_per_second": medians,
         "ratio_ours_over_keras_hub": medians["ours"] / medians["keras_hub"],
         "flops_per_target_token": flops,
         "achieved_gflops": {n: medians[n] * flops[n] / 1e9 for n in models},
     }
+    # Model FLOPs utilisation: the model's own FLOPs (not recomputation or
+    # padding) per second, over the device's measured matrix-product peak.
     result["fraction_of_peak"] = {n: result["achieved_gflops"][n] / peak for n in models}
     # Each round's two runs follow each other within a minute, and the peak is
     # measured just before them: per-round figures show how much a slow
@@ -292,6 +304,7 @@ def main(argv=None):
               f"{seconds * 1e3:.1f} ms = {bound['gflops']:.1f} GFLOP/s, so a step made of nothing else "
               f"would reach {bound['max_fraction_of_peak']:.0%} of the peak "
               f"(ours: {bound['ours_seconds_per_step'] * 1e3:.1f} ms a step)")
+    keras.config.set_dtype_policy("float32")
     write_json(args.json, result)
     return result
 

@@ -37,15 +37,26 @@ def machine():
     return f"{model}, {os.cpu_count()} cores"
 
 
+def device():
+    """Where TensorFlow runs the benchmark: the first GPU's name and count, else the CPU."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return f"CPU ({machine()})"
+    name = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU")
+    return f"GPU {name}" + (f" x {len(gpus)}" if len(gpus) > 1 else "")
+
+
 def write_json(path, data):
     """Write a script's figures to `path` (`--json`) with how, when and where they were measured.
 
-    Adds `command`, `date` and `machine` (unless `data` has them), which
+    Adds `command`, `date`, `machine` and `device` (unless `data` has them), which
     `scripts/make_results.py` prints under each table. Does nothing when
     `path` is None.
     """
     if path:
         data = {"command": "python " + " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
-                "machine": machine(), **data}
+                "machine": machine(), "device": device(), **data}
         with open(path, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2, ensure_ascii=False)

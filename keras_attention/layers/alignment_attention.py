@@ -47,7 +47,7 @@ class AlignmentAttention(keras.layers.Layer):
     def _project(self, x, kernel):
         """`x (..., d) @ kernel (d, u)` -> `(..., u)` in the compute dtype."""
         dtype = self.compute_dtype
-        return ops.matmul(ops.cast(x, dtype), ops.cast(kernel, dtype))
+        return ops.einsum("...d,du->...u", ops.cast(x, dtype), ops.cast(kernel, dtype))
 
     def _weights(self, scores, query, value, value_mask):
         """Softmax of the scores over the valid keys (float32 inside)."""
