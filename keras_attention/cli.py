@@ -93,6 +93,8 @@ def _parser():
     train.add_argument("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker"))
     train.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"))
     train.add_argument("--no-jit", action="store_true", help="do not compile with XLA")
+    train.add_argument("--no-cpu-dropout", action="store_true",
+                       help="Keras' dropout random numbers even under XLA on a CPU (see keras_attention.cpu_dropout)")
     train.add_argument("--backup-every-steps", type=checked("backup_every_steps"), metavar="N",
                        help="back up every N steps (default: each epoch); run again with --resume to continue")
     again = train.add_mutually_exclusive_group()
@@ -199,7 +201,7 @@ def _config_from_args(args):
         batch_tokens=args.batch_tokens,
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
         label_smoothing=args.label_smoothing, strategy=args.strategy, precision=args.precision,
-        jit_compile=not args.no_jit, output_dir=args.output,
+        jit_compile=not args.no_jit, cpu_dropout=not args.no_cpu_dropout, output_dir=args.output,
         max_train_examples=args.max_train_examples, seed=args.seed,
         backup_every_steps=args.backup_every_steps, keep_backup=args.keep_backup,
         resume=args.resume, overwrite=args.overwrite,

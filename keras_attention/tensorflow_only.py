@@ -7,6 +7,9 @@ against TensorFlow; under another backend they stop at once with one line
 saying so, instead of failing deep inside.
 """
 
+__all__ = ["BackendError", "require_tensorflow"]
+
+
 class BackendError(RuntimeError):
     """A TensorFlow-only feature was used under another Keras backend."""
 

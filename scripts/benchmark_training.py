@@ -26,6 +26,7 @@ usual 6N plus the attention terms.
     python scripts/benchmark_training.py --no-xla
     python scripts/benchmark_training.py --batch-size 256 --precision mixed_float16   # a GPU
     python scripts/benchmark_training.py --product-bound
+    python scripts/benchmark_training.py --compile-cost   # one-epoch tiny runs, XLA on and off
 
 `--product-bound` also times every matrix product of a training step alone,
 at its own shape (XLA, the 15 distinct products of `step_products`): their
@@ -40,8 +41,13 @@ this sum).
 
 import argparse
 import collections
+import json
 import math
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 import keras
@@ -49,6 +55,7 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.cpu_dropout import use_cpu_dropout
 from keras_attention.models import Transformer
 from keras_attention.training import MaskedSparseCrossEntropy
 from timing import alternated_medians, device, write_json
@@ -185,6 +192,35 @@ def product_bound(c, repeats=10, copies=4):
     return total_seconds, total_flop, rows
 
 
+COMPILE_COST_COMMAND = ["train", "--preset", "tiny", "--epochs", "1", "--max-train-examples", "2000",
+                        "--vocab-size", "500"]
+
+
+def compile_cost():
+    """The cost of compiling, paid once a run: `keras-attention train` (`COMPILE_COST_COMMAND`,
+    Multi30k from KERAS_ATTENTION_DATA) with XLA and without, each in its own process.
+
+    Returns one row per run: wall-clock seconds of the whole command, training
+    seconds, seconds to the first step, seconds of steps beyond the median
+    (compilation), and the distinct batch shapes of training and validation.
+    """
+    rows = []
+    for xla in (True, False):
+        with tempfile.TemporaryDirectory(prefix="compile_cost_") as folder:
+            output = os.path.join(folder, "run")
+            command = [sys.executable, "-m", "keras_attention.cli", *COMPILE_COST_COMMAND, "--output", output]
+            command += [] if xla else ["--no-jit"]
+            started = time.perf_counter()
+            subprocess.run(command, check=True, capture_output=True, text=True)
+            wall = time.perf_counter() - started
+            with open(os.path.join(output, "results.json"), encoding="utf-8") as f:
+                results = json.load(f)
+        rows.append({"xla": xla, "wall_seconds": round(wall, 1), "train_seconds": results["train_seconds"],
+                     **{k: v for k, v in results["start_up"].items() if k != "xla"}})
+        print(f"compile cost, XLA {'on ' if xla else 'off'}: {rows[-1]}")
+    return rows
+
+
 class StepTimes(keras.callbacks.Callback):
     """The wall-clock time at the end of every training batch."""
 
@@ -226,6 +262,9 @@ def main(argv=None):
     parser.add_argument("--length", type=int, help=f"source and target tokens a sentence (default {CONFIG['length']})")
     parser.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"),
                         help="Keras dtype policy of both models; the peak is measured in its compute dtype")
+    parser.add_argument("--compile-cost", action="store_true",
+                        help="also time `keras-attention " + " ".join(COMPILE_COST_COMMAND) + "` with and "
+                             "without XLA (needs KERAS_ATTENTION_DATA)")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
     c = dict(QUICK if args.quick else CONFIG)
@@ -238,9 +277,14 @@ def main(argv=None):
     print(f"device: {device()}; precision {args.precision}; batch {c['batch']} x {c['length']} tokens")
     keras.utils.set_random_seed(0)
     batch = random_batch(c)
-    models = {"ours": ours(c), "keras_hub": keras_hub_model(c)}
+    # "ours" is the library's Transformer with Keras' dropout; "ours_cpu_dropout" the
+    # same model (same initial weights) with the one CPU switch on (`cpu_dropout`):
+    # the in-process A/B of that switch, alternating with the other two.
+    models = {"ours": ours(c), "ours_cpu_dropout": ours(c), "keras_hub": keras_hub_model(c)}
     for model in models.values():
         model(batch[0])
+    models["ours_cpu_dropout"].set_weights(models["ours"].get_weights())
+    use_cpu_dropout(models["ours_cpu_dropout"])
     params = {name: model.count_params() for name, model in models.items()}
     print(f"parameters: ours {params['ours']:,}, keras-hub {params['keras_hub']:,} "
           f"(difference {abs(params['ours'] / params['keras_hub'] - 1):.2%})")
@@ -266,6 +310,8 @@ def main(argv=None):
         "config": c, "xla": jit, "precision": args.precision, "parameters": params, "matmul_peak_gflops": peak, "matmul_peaks": peaks,
         "tokens_per_second": runs, "median_tokens_per_second": medians,
         "ratio_ours_over_keras_hub": medians["ours"] / medians["keras_hub"],
+        "ratio_ours_cpu_dropout_over_keras_hub": medians["ours_cpu_dropout"] / medians["keras_hub"],
+        "cpu_dropout_gain": medians["ours_cpu_dropout"] / medians["ours"] - 1,
         "flops_per_target_token": flops,
         "achieved_gflops": {n: medians[n] * flops[n] / 1e9 for n in models},
     }
@@ -284,7 +330,9 @@ def main(argv=None):
     for name in models:
         print(f"{name:9s}: {medians[name]:8.1f} tokens/s, {flops[name] / 1e6:.1f} MFLOP/token, "
               f"{result['achieved_gflops'][name]:.1f} GFLOP/s = {result['fraction_of_peak'][name]:.0%} of peak")
-    print(f"ratio ours / keras-hub: {result['ratio_ours_over_keras_hub']:.2f}")
+    print(f"ratio ours / keras-hub: {result['ratio_ours_over_keras_hub']:.2f}; with cpu_dropout: "
+          f"{result['ratio_ours_cpu_dropout_over_keras_hub']:.2f} (cpu_dropout gains "
+          f"{result['cpu_dropout_gain']:+.1%} of the whole step)")
     print("per round (ours / keras-hub, ours' fraction of that round's peak): " + ", ".join(
         f"{r['ratio']:.2f} {r['fraction_of_peak']:.0%}" for r in result["rounds"]))
     if args.product_bound:
@@ -305,6 +353,9 @@ def main(argv=None):
               f"would reach {bound['max_fraction_of_peak']:.0%} of the peak "
               f"(ours: {bound['ours_seconds_per_step'] * 1e3:.1f} ms a step)")
     keras.config.set_dtype_policy("float32")
+    if args.compile_cost:
+        result["compile_cost"] = {"command": "keras-attention " + " ".join(COMPILE_COST_COMMAND),
+                                  "runs": compile_cost()}
     write_json(args.json, result)
     return result
 

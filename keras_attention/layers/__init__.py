@@ -1,5 +1,7 @@
 """Attention layers: one public layer a module."""
 
+from keras_attention.layers import legacy  # noqa: F401  (loads files saved by 0.2)
+
 from keras_attention.layers.attention_ops import scaled_dot_product_attention
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.positional_embedding import PositionalEmbedding

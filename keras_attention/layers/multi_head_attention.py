@@ -87,6 +87,37 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                 )
         super().build(query_shape, value_shape, key_shape)
 
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if "output_dim" in config:  # the name keras-attention 0.2 used
+            config["output_shape"] = config.pop("output_dim")
+        return super().from_config(config)
+
+    def load_own_variables(self, store):
+        """Keras' loading, plus the weights of layers saved by keras-attention 0.2.
+
+        0.2 kept the query, key, value and output kernels (and biases) on the
+        layer itself, with the shapes of Keras' projections: they go to
+        `query_dense`, `key_dense`, `value_dense` and `output_dense`, so a
+        model saved by 0.2 loads with the same weights.
+        """
+        saved = len(store.keys()) if store is not None else 0
+        if saved == len(self._trainable_variables + self._non_trainable_variables):  # Keras' own layout
+            return super().load_own_variables(store)
+        projections = [self._query_dense, self._key_dense, self._value_dense, self._output_dense]
+        per_projection = 2 if self._use_bias else 1
+        if saved != 4 * per_projection:
+            raise ValueError(
+                f"Layer {self.name!r} expected the {4 * per_projection} weights that keras-attention 0.2 saved "
+                f"for its projections, but received {saved}."
+            )
+        values = [store[str(i)] for i in range(saved)]
+        for i, projection in enumerate(projections):
+            for variable, value in zip(projection.weights, values[i * per_projection:(i + 1) * per_projection]):
+                variable.assign(value)
+            projection.load_own_variables = lambda store: None  # loaded here; the 0.2 file has nothing for them
+
     def _masked_softmax(self, attention_scores, attention_mask=None):
         if attention_mask is not None:
             while len(attention_mask.shape) < len(attention_scores.shape):

@@ -70,6 +70,52 @@ class EpochTimer(keras.callbacks.Callback):
             logs["epoch_seconds"] = time.perf_counter() - self._started
 
 
+class StepTimer(keras.callbacks.Callback):
+    """Where the time of `fit` goes before training runs at speed.
+
+    Records the seconds from the start of `fit` to the end of its first
+    training step, and the duration of every training and validation step.
+    A step that compiles a new batch shape (XLA compiles once per shape) lasts
+    many times the median step: `seconds_beyond_median` sums, over the steps
+    longer than twice the median of their kind, their excess over that
+    median, an estimate of the time spent compiling (and warming up).
+    """
+
+    def on_train_begin(self, logs=None):
+        self.started = time.perf_counter()
+        self.first_step_seconds = None
+        self.durations = {"train": [], "test": []}
+        self._step_started = None
+
+    def _begin(self, batch, logs=None):
+        self._step_started = time.perf_counter()
+
+    def _end(self, kind):
+        now = time.perf_counter()
+        self.durations[kind].append(now - self._step_started)
+        if kind == "train" and self.first_step_seconds is None:
+            self.first_step_seconds = now - self.started
+
+    on_train_batch_begin = on_test_batch_begin = _begin
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._end("train")
+
+    def on_test_batch_end(self, batch, logs=None):
+        self._end("test")
+
+    def summary(self):
+        """`{"seconds_to_first_step", "seconds_beyond_median"}`, rounded to 0.1 s."""
+        beyond = 0.0
+        for durations in self.durations.values():
+            if durations:
+                median = sorted(durations)[len(durations) // 2]
+                beyond += sum(d - median for d in durations if d > 2 * median)
+        first = self.first_step_seconds
+        return {"seconds_to_first_step": None if first is None else round(first, 1),
+                "seconds_beyond_median": round(beyond, 1)}
+
+
 class EpochCheckpoints(keras.callbacks.Callback):
     """Save the weights at the end of every epoch; keep only the last `keep` files.
 

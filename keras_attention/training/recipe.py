@@ -16,6 +16,7 @@ from keras_attention import data
 from keras_attention.decoding.translator import Translator
 from keras_attention.files import write_json
 from keras_attention.options import check_options
+from keras_attention.cpu_dropout import use_cpu_dropout
 from keras_attention.models import build_model
 from keras_attention.training import distribution
 from keras_attention.training.callbacks import (
@@ -23,6 +24,7 @@ from keras_attention.training.callbacks import (
     CorpusReportCallback,
     EpochCheckpoints,
     EpochTimer,
+    StepTimer,
 )
 from keras_attention.training.distribution import get_strategy, set_precision
 from keras_attention.training.evaluation import evaluate_bleu
@@ -77,6 +79,8 @@ class TrainConfig:
         label_smoothing: epsilon of the loss.
         strategy, precision, jit_compile: see `training.distribution` (XLA
             is used with one replica only).
+        cpu_dropout: cheaper dropout random numbers under XLA on a CPU (see
+            `keras_attention.cpu_dropout`; without effect on a GPU).
         output_dir: where checkpoints, the translator and results go (other
             tasks than the chief of a multi-worker cluster use a subfolder).
         backup_every_steps: back up the training state every N steps (and at
@@ -136,6 +140,7 @@ class TrainConfig:
     strategy: str = "auto"
     precision: str = "float32"
     jit_compile: bool = True
+    cpu_dropout: bool = True
     output_dir: str = "runs/latest"
     backup_every_steps: int = None
     resume: bool = False
@@ -365,7 +370,8 @@ def prepare_data(config, strategy):
     if steps_per_epoch == 0:
         raise ValueError(f"The training data gives no batch ({stats}); raise --max-length "
                          f"(now {config.max_length}) or give more data.")
-    valid_ds = _valid_batches(config, valid_pairs, source_tok, target_tok, config.max_length)
+    boundaries = data.auto_bucket_boundaries(stats.lengths)  # those of the training batches
+    valid_ds = _valid_batches(config, valid_pairs, source_tok, target_tok, config.max_length, boundaries)
     return TrainingData(train_ds, valid_ds, valid_pairs, test_pairs, source_tok, target_tok,
                         steps_per_epoch, schedule_steps, config.max_length, description, report,
                         streaming)
@@ -375,9 +381,25 @@ def _counted(train_ds):
     """`(dataset, batches in one pass)`, the count declared on the dataset for `fit`."""
     steps = int(train_ds.cardinality())
     if steps < 0:  # bucketing hides the count: count once, then declare it
-        steps = sum(1 for _ in train_ds)
+        steps = len(batch_shapes(train_ds))
         train_ds = train_ds.apply(tf.data.experimental.assert_cardinality(steps))
     return train_ds, steps
+
+
+def _distinct_shapes(train_ds, valid_ds, steps_per_epoch):
+    """Distinct batch shapes of an epoch's training and of validation (what XLA compiles for).
+
+    None for a corpus streamed from text (one pass is the whole corpus, read again).
+    """
+    if steps_per_epoch is None:
+        return None
+    return {"train": len(set(batch_shapes(train_ds.take(steps_per_epoch)))),
+            "validation": 0 if valid_ds is None else len(set(batch_shapes(valid_ds)))}
+
+
+def batch_shapes(dataset):
+    """The `(source, target)` shape of every batch of one pass, in order."""
+    return [(tuple(x.shape), tuple(y.shape)) for (x, y), _ in dataset]
 
 
 def _batch_words(config):
@@ -410,14 +432,18 @@ def _prepared_data(config, valid_pairs, test_pairs, description, report, strateg
                             corpus.manifest.get("target_language", config.target)))
 
 
-def _valid_batches(config, valid_pairs, source_tok, target_tok, max_length):
+def _valid_batches(config, valid_pairs, source_tok, target_tok, max_length, boundaries="auto"):
     if valid_pairs is None:
         return None
+    # Under XLA each new batch shape compiles the evaluation step anew: the
+    # validation batches take the training batches' length buckets, padded to
+    # their boundaries, so they add at most a shape or two per bucket.
+    buckets = dict(bucket_boundaries=boundaries, pad_to_bucket_boundary=True) if config.jit_compile else {}
     valid_ds = data.make_translation_dataset(
         valid_pairs, source_tok, target_tok, config.batch_size, max_length=max_length,
-        on_long="truncate",
+        on_long="truncate", **buckets,
     )
-    return valid_ds.apply(tf.data.experimental.assert_cardinality(sum(1 for _ in valid_ds)))
+    return valid_ds.apply(tf.data.experimental.assert_cardinality(len(batch_shapes(valid_ds))))
 
 
 def train(config, verbose=1):
@@ -479,6 +505,8 @@ def _run(config, verbose, strategy, output_dir):
         )
         (source_ids, target_in), _ = next(iter(train_ds))
         model((source_ids[:1], target_in[:1]))  # build the weights (BackupAndRestore needs them)
+        if config.cpu_dropout:
+            use_cpu_dropout(model)
         _compile(model, config, prepared.schedule_steps, jit_compile)
         if getattr(strategy, "cluster_resolver", None) is not None:
             distribution.adapt_to_multi_worker(model, next(iter(train_ds)))
@@ -501,7 +529,8 @@ def _run(config, verbose, strategy, output_dir):
     if config.keep_checkpoints:
         callbacks.append(EpochCheckpoints(os.path.join(output_dir, "checkpoints"), config.keep_checkpoints))
     history_path = os.path.join(output_dir, "history.csv")
-    callbacks += [EpochTimer(), keras.callbacks.CSVLogger(history_path, append=resumed_from > 0), keras.callbacks.TerminateOnNaN()]
+    step_timer = StepTimer()
+    callbacks += [step_timer, EpochTimer(), keras.callbacks.CSVLogger(history_path, append=resumed_from > 0), keras.callbacks.TerminateOnNaN()]
     if prepared.streaming:
         prepared.report.reset()  # building the model read ahead: count from the first epoch's start
     fit_started = time.time()
@@ -520,6 +549,8 @@ def _run(config, verbose, strategy, output_dir):
                "parameters": int(model.count_params()), "steps": backup.completed_steps,
                "steps_per_epoch": steps_per_epoch, "resumed_from_step": resumed_from,
                "replicas": strategy.num_replicas_in_sync, "config": dataclasses.asdict(config),
+               "start_up": {**step_timer.summary(), "xla": jit_compile,
+                            "batch_shapes": _distinct_shapes(train_ds, valid_ds, steps_per_epoch)},
                "data_counts": prepared.prepared_counts or report_callback.counts or prepared.report.to_dict()}
     if test_pairs is not None:
         scores = evaluate_bleu(translator, test_pairs)
