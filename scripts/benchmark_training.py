@@ -27,6 +27,7 @@ usual 6N plus the attention terms.
     python scripts/benchmark_training.py --batch-size 256 --precision mixed_float16   # a GPU
     python scripts/benchmark_training.py --product-bound
     python scripts/benchmark_training.py --compile-cost   # one-epoch tiny runs, XLA on and off
+    python scripts/benchmark_training.py --only-compile-cost --json benchmarks/training.json   # just those
 
 `--product-bound` also times every matrix product of a training step alone,
 at its own shape (XLA, the 15 distinct products of `step_products`): their
@@ -265,8 +266,18 @@ def main(argv=None):
     parser.add_argument("--compile-cost", action="store_true",
                         help="also time `keras-attention " + " ".join(COMPILE_COST_COMMAND) + "` with and "
                              "without XLA (needs KERAS_ATTENTION_DATA)")
+    parser.add_argument("--only-compile-cost", action="store_true",
+                        help="measure the compile cost alone and store it in the existing --json file")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
+    if args.only_compile_cost:
+        with open(args.json, encoding="utf-8") as f:
+            result = json.load(f)
+        result["compile_cost"] = {"command": "keras-attention " + " ".join(COMPILE_COST_COMMAND), "runs": compile_cost(),
+                                  "measured_by": "python " + " ".join(sys.argv)}
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2, ensure_ascii=False)
+        return result
     c = dict(QUICK if args.quick else CONFIG)
     if args.quick:
         args.steps, args.rounds = 2, 1

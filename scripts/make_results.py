@@ -94,7 +94,9 @@ def training():
         f"({r['matmul_peak_gflops']:.0f} GFLOP/s) measured in the same run.",
     ]
     if "compile_cost" in r:
-        lines += ["", f"Compilation, paid once a run (`{r['compile_cost']['command']}`):", "",
+        cost = r["compile_cost"]
+        lines += ["", f"Compilation, paid once a run (`{cost['command']}`"
+                  + (f", measured with `{cost['measured_by']}`" if "measured_by" in cost else "") + "):", "",
                   "| XLA | whole command (s) | training (s) | to the first step (s) | steps beyond the median (s) "
                   "| batch shapes (training + validation) |", "|---|---:|---:|---:|---:|---:|"]
         for run in r["compile_cost"]["runs"]:

@@ -283,6 +283,12 @@ def _compile(model, config, steps_per_epoch, jit_compile):
         metrics=[MaskedTokenAccuracy()],
         jit_compile=jit_compile,
     )
+    if jit_compile:
+        # XLA compiles once per batch shape. The training step, run thousands of
+        # times, pays that back; the validation pass, a forward pass over a few
+        # batches of many shapes each epoch, does not: it runs without XLA.
+        model.make_train_function()
+        model.jit_compile = False  # read when the evaluation step is made, after the training step
 
 
 @dataclasses.dataclass

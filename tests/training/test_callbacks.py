@@ -1,4 +1,4 @@
-"""`EpochTimer` logs each epoch's seconds, also into a CSVLogger placed after it."""
+"""`EpochTimer` logs each epoch's seconds, also into a CSVLogger placed after it; `StepTimer` finds the slow steps."""
 
 import csv
 import time
@@ -32,3 +32,18 @@ def test_epoch_timer_logs_seconds_per_epoch_into_history_and_csv(tmp_path):
     with open(path, newline="") as f:
         logged = [float(row["epoch_seconds"]) for row in csv.DictReader(f)]
     np.testing.assert_allclose(logged, seconds, rtol=1e-6)
+
+
+def test_step_timer_sums_the_steps_far_above_the_median():
+    from keras_attention.training.callbacks import StepTimer
+
+    timer = StepTimer()
+    timer.on_train_begin()
+    timer.started -= 5.0  # fit began 5 s before the first step ended
+    timer.first_step_seconds = None
+    timer.durations = {"train": [4.0, 0.5, 0.5, 0.6, 3.0, 0.5], "test": [2.0, 0.2, 0.2]}
+    timer._step_started = timer.started  # the first training step's own end sets the time to it
+    # Train median 0.6 (the upper middle of six): 4.0 and 3.0 exceed 1.2 by 3.4 + 2.4; test median 0.2: 1.8.
+    assert timer.summary()["seconds_beyond_median"] == round(3.4 + 2.4 + 1.8, 1)
+    timer._end("train")
+    assert timer.summary()["seconds_to_first_step"] >= 5.0
