@@ -2,7 +2,9 @@
 
 The SavedModel holds the model's weights, both WordPiece vocabularies as asset
 files (the lookup tables are initialized from them when the model loads) and
-two signatures, traced with a batch dimension of None:
+two signatures, traced with a batch dimension of None. Their inputs are
+declared of unknown rank and checked in the graph: a tensor of the wrong rank
+fails with one message saying what the signature takes.
 
 - `serving_default`: `sentences` string `(B,)` -> `translations` string `(B,)`,
   `scores` float32 `(B,)` and `truncated` bool `(B,)` (the source was longer
@@ -150,6 +152,7 @@ def _serving_module(translator, decoding):
     max_source_length = translator.max_source_length
 
     def translate(sentences):
+        sentences = _with_rank(sentences, "sentences", "a vector of strings, shape (B,)", 1)
         source_ids, lengths = translator.source_ids(sentences)
         result = translator.decode_ids(source_ids, **decoding)
         blank = tf.strings.length(tf.strings.strip(sentences)) == 0  # empty in, empty out
@@ -160,6 +163,7 @@ def _serving_module(translator, decoding):
         }
 
     def translate_ids(source_ids):
+        source_ids = _with_rank(source_ids, "source_ids", "a matrix of int32 ids, shape (B, S)", 2)
         tokenizer = translator.source_tokenizer
         ids = tf.where((source_ids < 0) | (source_ids >= tokenizer.vocab_size), tokenizer.unk_id, source_ids)
         pieces = tf.RaggedTensor.from_tensor(ids, padding=tokenizer.pad_id)  # (B, None)
@@ -172,14 +176,35 @@ def _serving_module(translator, decoding):
             "truncated": pieces.row_lengths() + 2 > max_source_length,
         }
 
+    # The inputs' rank is left unknown in the signatures and checked in the
+    # graph: a signature of shape (-1) lets graph optimisations assume rank 1,
+    # and a rank-2 tensor (which the model server passes through unchecked)
+    # would then fail deep inside the tokenizer with an unrelated message.
     module.translate = tf.function(
-        translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")], autograph=False
+        translate, input_signature=[tf.TensorSpec(None, tf.string, name="sentences")], autograph=False
     )
     module.translate_ids = tf.function(
-        translate_ids, input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
-        autograph=False,
+        translate_ids, input_signature=[tf.TensorSpec(None, tf.int32, name="source_ids")], autograph=False
     )
     return module
+
+
+def _with_rank(tensor, name, expected, rank):
+    """`tensor` (rank 1 or 2 expected), once a check of its rank has passed; with that rank as its static shape.
+
+    The reshape cannot fail whatever the rank, so the check's message is the
+    error a client sees, whichever op the runtime happens to run first.
+    """
+    check = tf.debugging.Assert(
+        tf.equal(tf.rank(tensor), rank), [f"`{name}` must be {expected}. Received a tensor of shape", tf.shape(tensor)]
+    )
+    if rank == 1:
+        shape = [-1]
+    else:  # (first dimension, product of the others), 1 for those it lacks: exact when the rank is 2
+        padded = tf.concat([tf.shape(tensor), [1, 1]], axis=0)
+        shape = tf.stack([padded[0], tf.reduce_prod(padded[1:])])
+    with tf.control_dependencies([check]):
+        return tf.identity(tf.reshape(tensor, shape))
 
 
 def _tf_variable(variable):

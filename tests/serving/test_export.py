@@ -95,6 +95,26 @@ def test_tf1_session_like_the_model_server(exports, signatures, validation_sampl
     assert tokens.shape[0] == 2
 
 
+def test_inputs_of_the_wrong_rank_fail_with_what_the_signature_takes(exports, signatures):
+    translate, translate_ids, _ = signatures["greedy"]
+    for sentences in (tf.constant([["a dog", "a cat"]]), tf.constant("a dog")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"`sentences` must be a vector of strings, shape \(B,\)"):
+            translate(sentences=sentences)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"`source_ids` must be a matrix of int32 ids, shape \(B, S\)"):
+        translate_ids(source_ids=tf.constant([5, 6, 7]))
+    # The model server's way: a C++ session on the graph after its optimisations,
+    # which feeds a tensor of any shape to a placeholder of unknown rank.
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], exports["greedy"])
+        signature = meta_graph.signature_def["serving_default"]
+        assert signature.inputs["sentences"].tensor_shape.unknown_rank
+        translations = signature.outputs["translations"].name
+        feed = signature.inputs["sentences"].name
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Received a tensor of shape.*1 2"):
+            session.run(translations, feed_dict={feed: [["a dog", "a cat"]]})
+        assert session.run(translations, feed_dict={feed: ["", " "]}).tolist() == [b"", b""]
+
+
 def test_vocabularies_are_assets_not_graph_constants(translator, exports):
     from tensorflow.core.protobuf import saved_model_pb2
 
