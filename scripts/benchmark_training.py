@@ -59,7 +59,7 @@ import tensorflow as tf
 from keras_attention.cpu_dropout import use_cpu_dropout
 from keras_attention.models import Transformer
 from keras_attention.training import MaskedSparseCrossEntropy
-from timing import alternated_medians, device, write_json
+from timing import alternated_medians, device, machine, write_json
 
 CONFIG = dict(num_layers=3, d_model=256, num_heads=4, intermediate_dim=1024, vocab=8000, batch=64, length=24)
 QUICK = dict(CONFIG, num_layers=1, d_model=32, num_heads=2, intermediate_dim=64, vocab=200, batch=4, length=8)
@@ -274,7 +274,8 @@ def main(argv=None):
         with open(args.json, encoding="utf-8") as f:
             result = json.load(f)
         result["compile_cost"] = {"command": "keras-attention " + " ".join(COMPILE_COST_COMMAND), "runs": compile_cost(),
-                                  "measured_by": "python " + " ".join(sys.argv)}
+                                  "measured_by": "python " + " ".join(sys.argv),
+                                  "date": time.strftime("%Y-%m-%d"), "machine": machine()}
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2, ensure_ascii=False)
         return result

@@ -96,7 +96,8 @@ def training():
     if "compile_cost" in r:
         cost = r["compile_cost"]
         lines += ["", f"Compilation, paid once a run (`{cost['command']}`"
-                  + (f", measured with `{cost['measured_by']}`" if "measured_by" in cost else "") + "):", "",
+                  + (f", measured with `{cost['measured_by']}`" if "measured_by" in cost else "")
+                  + (f" on {cost['date']}, {cost['machine']}" if "machine" in cost else "") + "):", "",
                   "| XLA | whole command (s) | training (s) | to the first step (s) | steps beyond the median (s) "
                   "| batch shapes (training + validation) |", "|---|---:|---:|---:|---:|---:|"]
         for run in r["compile_cost"]["runs"]:
