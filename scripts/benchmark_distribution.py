@@ -115,7 +115,7 @@ def main(argv=None):
                      "target_tokens_per_second": round(median * batch * c["length"]),
                      "runs_steps_per_second": [round(r, 2) for r in runs]})
     result = {"config": c, "timed_steps": steps, "repeats": repeats, "rows": rows,
-              "machine": {"cpu_count": os.cpu_count(), "gpus": len(tf.config.list_physical_devices("GPU")),
+              "environment": {"cpu_count": os.cpu_count(), "gpus": len(tf.config.list_physical_devices("GPU")),
                           "logical_cpu_devices": len(tf.config.list_logical_devices("CPU")),
                           "load_average": [round(x, 2) for x in os.getloadavg()],
                           "platform": platform.platform(), "tensorflow": tf.__version__}}
@@ -125,7 +125,7 @@ def main(argv=None):
 
 
 def _print(result):
-    c, m = result["config"], result["machine"]
+    c, m = result["config"], result["environment"]
     print(f"Transformer {c['num_layers']}+{c['num_layers']} layers, d_model {c['d_model']}, vocabulary "
           f"{c['vocab']}, {c['length']} target tokens per sentence; XLA off; {result['timed_steps']} "
           f"timed steps x {result['repeats']} runs per case (median).")

@@ -120,11 +120,19 @@ def table(header, rows, notes):
 
 def decoding():
     r = load("decoding")
-    return table(["batch", "tokens", "cached greedy over re-running the prefix", "beam 4 over greedy (time)"],
+    text = table(["batch", "tokens", "cached greedy over re-running the prefix", "beam 4 over greedy (time)"],
                  [(row["batch"], row["tokens"], f"{row['speedup']:.1f}x faster", f"{row['beam4_over_greedy']:.2f}x")
                   for row in r["rows"]],
                  [provenance(r, "decoding.json",
                              "python scripts/benchmark_decoding.py --json benchmarks/decoding.json")])
+    if "top_k_ab" in r:
+        ab = r["top_k_ab"]
+        text += "\n" + table(
+            ["XLA", "batch", "tokens", "beam 4 time saved by `blockwise_top_k` over `keras.ops.top_k`"],
+            [("on" if row["xla"] else "off", row["batch"], row["tokens"], f"{row['gain']:+.1%}") for row in ab["rows"]],
+            [f"Medians of {ab['repeats']} alternated calls, vocabulary {ab['vocab']:,}, measured with "
+             f"`{ab['command']}`."])
+    return text
 
 
 def serving():
@@ -144,6 +152,23 @@ def attention():
                  [f"Causal self-attention, batch {r['batch']}, d_model {r['d_model']}, {r['heads']} heads, XLA.",
                   provenance(r, "attention.json",
                              "python scripts/benchmark_attention.py --json benchmarks/attention.json")])
+
+
+def distribution():
+    r = load("distribution")
+    c = r["config"]
+    single = r["rows"][0]["target_tokens_per_second"]
+    return table(["replicas", "global batch", "per replica", "steps/s", "target tokens/s", "tokens/s over 1 replica"],
+                 [(row["replicas"], row["global_batch"], row["per_replica_batch"], f"{row['steps_per_second']:.2f}",
+                   f"{row['target_tokens_per_second']:,}", f"{row['target_tokens_per_second'] / single:.2f}x")
+                  for row in r["rows"]],
+                 [f"`MirroredStrategy` over {r['environment']['logical_cpu_devices']} logical "
+                  f"devices of one CPU ({r['environment']['gpus']} GPUs): the replicas share the same cores, so "
+                  f"this is the cost of replication, not a speed-up. Transformer {c['num_layers']}+"
+                  f"{c['num_layers']} layers, d_model {c['d_model']}, {c['length']} target tokens a sentence, XLA "
+                  f"off; median of {r['repeats']} runs of {r['timed_steps']} steps.",
+                  provenance(r, "distribution.json",
+                             "python scripts/benchmark_distribution.py --json benchmarks/distribution.json")])
 
 
 def data_pipeline():
@@ -172,7 +197,7 @@ def data_pipeline():
 
 
 RENDERERS = {"data_pipeline": data_pipeline, "multi30k": multi30k, "training": training, "decoding": decoding,
-             "serving": serving, "attention": attention}
+             "serving": serving, "attention": attention, "distribution": distribution}
 
 
 def render(text):
