@@ -107,6 +107,8 @@ def _parser():
                        help="keep OUTPUT/backup after the run: --resume with more --epochs extends it")
     train.add_argument("--keep-checkpoints", type=checked("keep_checkpoints"), default=5, metavar="N",
                        help="keep the last N epochs' weights in OUTPUT/checkpoints (default: 5; 0: none)")
+    train.add_argument("--share-embeddings", action="store_true",
+                       help="Transformer: one embedding for source, target and output (needs --joint-vocabulary)")
     train.add_argument("--output", default="runs/latest", help="output folder")
 
     prepare = commands.add_parser(
@@ -206,6 +208,7 @@ def _config_from_args(args):
         backup_every_steps=args.backup_every_steps, keep_backup=args.keep_backup,
         resume=args.resume, overwrite=args.overwrite,
         keep_checkpoints=args.keep_checkpoints, cache_limit=args.cache_limit,
+        share_embeddings=args.share_embeddings,
         **_corpus_options(args),
     )
 

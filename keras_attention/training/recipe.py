@@ -113,6 +113,9 @@ class TrainConfig:
         vocab_sample: the vocabularies learn from at most this many training
             sentences, spread over the corpus.
         joint_vocabulary: one vocabulary learned from both sides, for both.
+        share_embeddings: one embedding matrix for the source, the target and
+            the output projection (Transformer only; needs one vocabulary:
+            `joint_vocabulary`, or a prepared corpus made with it).
         cache_limit: corpora of at most this many pairs are tokenized once
             and kept in memory; larger ones stream from disk each epoch.
     """
@@ -157,10 +160,17 @@ class TrainConfig:
     max_ratio: float = 9.0
     vocab_sample: int = 1_000_000
     joint_vocabulary: bool = False
+    share_embeddings: bool = False
     cache_limit: int = 200_000
 
     def __post_init__(self):
         check_options(self)  # the ranges the command line checks too
+        if self.share_embeddings and self.model != "transformer":
+            raise ValueError("--share-embeddings is for the Transformer (an RNN's source and target "
+                             f"embeddings differ in use). Received: --model {self.model}")
+        if self.share_embeddings and not self.joint_vocabulary and self.dataset != "prepared":
+            raise ValueError("--share-embeddings needs one vocabulary for both languages: add "
+                             "--joint-vocabulary. Received: separate vocabularies")
 
 
 def load_splits(config, report=None):
@@ -504,10 +514,16 @@ def _run(config, verbose, strategy, output_dir):
     source_tok, target_tok = prepared.source_tokenizer, prepared.target_tokenizer
     valid_pairs, test_pairs = prepared.valid_pairs, prepared.test_pairs
 
+    overrides = dict(config.overrides)
+    if config.share_embeddings:
+        if source_tok.vocabulary != target_tok.vocabulary:
+            raise ValueError(f"--share-embeddings needs one vocabulary, and {config.data_dir} was prepared "
+                             "with two: prepare it again with --joint-vocabulary.")
+        overrides["share_embeddings"] = True
     with strategy.scope():
         model = build_model(
             config.model, config.preset, source_tok.vocab_size, target_tok.vocab_size,
-            max_length=prepared.max_length, **config.overrides,
+            max_length=prepared.max_length, **overrides,
         )
         (source_ids, target_in), _ = next(iter(train_ds))
         model((source_ids[:1], target_in[:1]))  # build the weights (BackupAndRestore needs them)

@@ -1,0 +1,66 @@
+"""The training recipe's vocabulary options: one joint vocabulary, one shared embedding."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attention.decoding.translator import Translator
+from keras_attention.serving import export
+from keras_attention.training.recipe import TrainConfig, train
+
+SENTENCES = ["3 January 2021", "Sunday, January 3rd, 2021", "dimanche 3 janvier 2021", "1/3/2021"]
+
+
+@pytest.fixture(scope="module")
+def shared_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("shared")
+    config = TrainConfig(
+        model="transformer", preset="tiny", dataset="dates", vocab_size=240, max_length=40, epochs=1,
+        batch_size=32, max_train_examples=512, bleu_sample=0, jit_compile=False, keep_checkpoints=0,
+        joint_vocabulary=True, share_embeddings=True, output_dir=str(folder),
+        overrides=dict(num_layers=1, d_model=32, num_heads=2, intermediate_dim=64),
+    )
+    translator, _ = train(config, verbose=0)
+    return folder, translator
+
+
+def test_one_vocabulary_serves_both_sides_and_round_trips(shared_run):
+    folder, translator = shared_run
+    source, target = translator.source_tokenizer, translator.target_tokenizer
+    assert source.vocabulary == target.vocabulary
+    # Both languages are covered: human dates (source side) and ISO dates (target side).
+    ids = source.tokenize(tf.constant(SENTENCES + ["2021-01-03"])).flat_values.numpy()
+    assert source.unk_id not in ids
+    assert target.detokenize(target.tokenize(tf.constant(["2021-01-03"]))).numpy()[0] == b"2021-01-03"
+    reloaded = Translator.load(str(folder / "translator"))
+    assert reloaded.source_tokenizer.vocabulary == source.vocabulary == reloaded.target_tokenizer.vocabulary
+
+
+def test_shared_embedding_is_one_matrix_and_survives_saving_and_export(shared_run, tmp_path):
+    folder, translator = shared_run
+    model = translator.model
+    assert model.share_embeddings and model.source_embedding is model.target_embedding
+    names = [v.path for v in model.weights if "embedding" in v.path and "position" not in v.path]
+    assert len(names) == 1, names
+    reloaded = Translator.load(str(folder / "translator"))
+    assert reloaded.model.source_embedding is reloaded.model.target_embedding
+    assert len(reloaded.model.weights) == len(model.weights)
+    for saved, loaded in zip(model.weights, reloaded.model.weights):
+        np.testing.assert_array_equal(loaded.numpy(), saved.numpy(), err_msg=saved.path)
+    expected = translator(SENTENCES)
+    assert reloaded(SENTENCES) == expected
+    path = export(reloaded, str(tmp_path / "export"), method="greedy")
+    served = tf.saved_model.load(path).signatures["serving_default"](sentences=tf.constant(SENTENCES))
+    assert [t.decode() for t in served["translations"].numpy()] == expected
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(model="luong", joint_vocabulary=True), "--share-embeddings is for the Transformer"),
+        (dict(model="transformer"), "add --joint-vocabulary"),
+    ],
+)
+def test_shared_embeddings_refuse_what_cannot_share(options, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(share_embeddings=True, **options)
