@@ -84,6 +84,8 @@ def _parser():
     train.add_argument("--cache-limit", type=checked("cache_limit"), default=200_000, metavar="PAIRS",
                        help="corpora up to this size are tokenized once and held in memory; "
                             "larger ones stream from disk (default: 200000)")
+    train.add_argument("--max-test-examples", type=checked("max_test_examples"), metavar="N",
+                       help="score only the first N test pairs after training (quick runs)")
     train.add_argument("--epochs", type=checked("epochs"), default=10)
     train.add_argument("--batch-size", type=checked("batch_size"), default=64, help="global batch, in sentences")
     train.add_argument("--batch-tokens", type=checked("batch_tokens"), help="global batch as a token budget (instead of --batch-size)")
@@ -204,7 +206,7 @@ def _config_from_args(args):
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
         label_smoothing=args.label_smoothing, strategy=args.strategy, precision=args.precision,
         jit_compile=not args.no_jit, cpu_dropout=not args.no_cpu_dropout, output_dir=args.output,
-        max_train_examples=args.max_train_examples, seed=args.seed,
+        max_train_examples=args.max_train_examples, max_test_examples=args.max_test_examples, seed=args.seed,
         backup_every_steps=args.backup_every_steps, keep_backup=args.keep_backup,
         resume=args.resume, overwrite=args.overwrite,
         keep_checkpoints=args.keep_checkpoints, cache_limit=args.cache_limit,

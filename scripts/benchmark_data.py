@@ -247,7 +247,7 @@ def main(argv=None):
     if args.measure:
         return measure(args)
     if args.quick:
-        args.sizes, args.rounds, args.batches, args.train_steps, args.preset = [2000, 20000], 2, 5, 2, "tiny"
+        args.sizes, args.rounds, args.batches, args.train_steps, args.preset = [1000, 5000], 2, 5, 2, "tiny"
         args.batch_tokens = 1024
     with tempfile.TemporaryDirectory() as scratch:
         work = args.work or scratch

@@ -18,7 +18,7 @@ import pytest
 from keras_attention.cli import main
 
 TRAIN = ["--model", "bahdanau", "--preset", "tiny", "--vocab-size", "200", "--max-length", "32",
-         "--epochs", "1", "--batch-size", "16", "--no-jit"]
+         "--epochs", "1", "--batch-size", "16", "--no-jit", "--max-test-examples", "50"]
 
 
 def snapshot(folder):

@@ -101,6 +101,8 @@ class TrainConfig:
         keep_checkpoints: keep the weights of the last N epochs in
             `checkpoints/` for checkpoint averaging (0: none).
         max_train_examples: use only the first N training pairs (quick runs).
+        max_test_examples: score only the first N test pairs after training
+            (quick runs); None for the whole test split.
         bleu_sample: validation sentences decoded by the BLEU callback.
         seed: random seed for weights and shuffling.
         overrides: extra model constructor arguments.
@@ -151,6 +153,7 @@ class TrainConfig:
     keep_backup: bool = False
     keep_checkpoints: int = 5
     max_train_examples: int = None
+    max_test_examples: int = None
     bleu_sample: int = 200
     seed: int = 0
     overrides: dict = dataclasses.field(default_factory=dict)
@@ -575,6 +578,8 @@ def _run(config, verbose, strategy, output_dir):
                             "batch_shapes": _distinct_shapes(train_ds, valid_ds, steps_per_epoch)},
                "data_counts": prepared.prepared_counts or report_callback.counts or prepared.report.to_dict()}
     if test_pairs is not None:
+        if config.max_test_examples:
+            test_pairs = test_pairs.take(config.max_test_examples)
         scores = evaluate_bleu(translator, test_pairs)
         results["test"] = {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")}
         # Lists, not tuples: the returned results equal what results.json reads back.

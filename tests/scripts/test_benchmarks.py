@@ -197,17 +197,17 @@ def test_data_benchmark_reports_every_size_and_source(tmp_path):
     result = benchmark_data.main(["--quick", "--work", str(tmp_path), "--json", str(out)])
     assert json.loads(out.read_text()) == json.loads(json.dumps(result))
     assert [(r["pairs"], r["source"]) for r in result["rows"]] == [
-        (2000, "raw"), (2000, "prepared"), (20000, "raw"), (20000, "prepared")]
+        (1000, "raw"), (1000, "prepared"), (5000, "raw"), (5000, "prepared")]
     training = result["training_target_tokens_per_second"]
     for row in result["rows"]:
         assert row["pipeline_target_tokens_per_second"] > 0 and row["first_batch_seconds"] > 0
         assert row["peak_rss_mb"] > 100  # TensorFlow alone takes more
         assert row["ratio_to_training"] == row["pipeline_target_tokens_per_second"] / training
     # The corpus has the documented shape: aligned, non-empty lines, median source length ~20 words.
-    source, target = (tmp_path / "pairs_20000" / f"corpus.{side}" for side in ("en", "de"))
+    source, target = (tmp_path / "pairs_5000" / f"corpus.{side}" for side in ("en", "de"))
     source_lengths = [len(line.split()) for line in source.read_text().splitlines()]
     target_lengths = [len(line.split()) for line in target.read_text().splitlines()]
-    assert len(source_lengths) == len(target_lengths) == 20000
+    assert len(source_lengths) == len(target_lengths) == 5000
     assert 18 <= np.median(source_lengths) <= 22 and 1 <= min(source_lengths) and max(source_lengths) <= 150
     assert 0.9 < np.median(np.array(target_lengths) / np.array(source_lengths)) < 1.2
 

@@ -99,6 +99,7 @@ def test_cli_train_refuses_then_overwrites(tmp_path, capsys):
     run = tmp_path / "run"
     command = ["train", "--model", "bahdanau", "--preset", "tiny", "--dataset", "dates", "--vocab-size", "200",
                "--max-length", "32", "--epochs", "1", "--batch-size", "32", "--max-train-examples", "128",
+               "--max-test-examples", "50",
                "--no-jit", "--output", str(run)]
     assert main(command) == 0
     before = snapshot(run)
