@@ -18,32 +18,18 @@ alternate, so that a slow moment of a shared machine hits all three:
   batch (the floor for beam 4, printed as beam4/floor).
 Sentences/s of the exported SavedModel are measured by benchmark_serving.py.
 
-`--top-k-ab` measures instead whether beam search's `blockwise_top_k` pays:
-beam 4 with it against beam 4 with `keras.ops.top_k`, calls alternated,
-median of `--repeats` (at least 10), with and without XLA (exported
-SavedModels and `Translator` decode without XLA). The figures go into the
-`--json` file under `top_k_ab`, beside what is there.
-
     python scripts/benchmark_decoding.py --json benchmarks/decoding.json
-    python scripts/benchmark_decoding.py --top-k-ab --repeats 10 --json benchmarks/decoding.json
 """
 
 import argparse
-import importlib
-import json
-import os
-import sys
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_attention.decoding import UncachedDecoder, beam_search, blockwise_top_k, greedy_decode
+from keras_attention.decoding import UncachedDecoder, beam_search, greedy_decode
 from keras_attention.models import Transformer
 from timing import alternated_medians, write_json
-
-# The module, not the function of the same name that `keras_attention.decoding` exports.
-beam_module = importlib.import_module("keras_attention.decoding.beam_search")
 
 START, END = 2, 3
 
@@ -68,40 +54,6 @@ def timed(fns, source, repeats):
     )
 
 
-def keras_top_k(values, k):
-    """`keras.ops.top_k`, with the int32 indices `blockwise_top_k` returns."""
-    top, index = keras.ops.top_k(values, k, sorted=True)
-    return top, keras.ops.cast(index, "int32")
-
-
-def top_k_ab(model, c, args):
-    """Beam 4 with `blockwise_top_k` against beam 4 with `keras.ops.top_k`, each XLA setting."""
-    rows = []
-    print(f"{'xla':>5s} {'batch':>5s} {'tokens':>6s} {'blockwise ms':>13s} {'ops.top_k ms':>13s} {'gain':>7s}")
-    for xla in (False, True):
-        for batch in args.batches:
-            source = source_batch(c, batch)
-            for n in args.lengths:
-                def beam_with(top_k):
-                    def run(s):  # runs once, while tracing: the loop is traced with `top_k`
-                        saved, beam_module.blockwise_top_k = beam_module.blockwise_top_k, top_k
-                        try:
-                            return beam_search(model, s, START, END, n, beam_size=4).tokens
-                        finally:
-                            beam_module.blockwise_top_k = saved
-                    return tf.function(run, jit_compile=xla)
-
-                medians = timed({"blockwise": beam_with(blockwise_top_k), "top_k": beam_with(keras_top_k)},
-                                source, args.repeats)
-                row = {"xla": xla, "batch": batch, "tokens": n, "blockwise_s": medians["blockwise"],
-                       "top_k_s": medians["top_k"], "gain": medians["top_k"] / medians["blockwise"] - 1}
-                rows.append(row)
-                print(f"{str(xla):>5s} {batch:5d} {n:6d} {row['blockwise_s'] * 1e3:13.1f} "
-                      f"{row['top_k_s'] * 1e3:13.1f} {row['gain']:+7.1%}")
-    print("gain: how much less time beam search takes with blockwise_top_k than with keras.ops.top_k")
-    return {"command": "python " + " ".join(sys.argv), "repeats": args.repeats, "vocab": c["vocab"], "rows": rows}
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[16, 32, 64])
@@ -109,8 +61,6 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--xla", action="store_true", help="compile the decoders with XLA")
     parser.add_argument("--quick", action="store_true", help="a tiny model, to test the script")
-    parser.add_argument("--top-k-ab", action="store_true",
-                        help="A/B of blockwise_top_k against keras.ops.top_k in beam search (into --json)")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
     c = dict(vocab=8000, layers=3, d_model=256, d_ff=1024)
@@ -119,17 +69,6 @@ def main(argv=None):
         args.lengths, args.repeats, args.batches = [4, 8], 2, [2]
     keras.utils.set_random_seed(0)
     model = build(c)
-    if args.top_k_ab:
-        ab = top_k_ab(model, c, args)
-        if args.json:
-            result = {}
-            if os.path.exists(args.json):
-                with open(args.json, encoding="utf-8") as f:
-                    result = json.load(f)
-            result["top_k_ab"] = ab
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(result, f, indent=2, ensure_ascii=False)
-        return ab
     uncached = UncachedDecoder(model)
     rows = []
     print(f"{'batch':>5s} {'tokens':>6s} {'cached ms':>10s} {'uncached ms':>12s} {'speed-up':>9s} {'beam4 ms':>9s} "

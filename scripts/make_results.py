@@ -120,19 +120,11 @@ def table(header, rows, notes):
 
 def decoding():
     r = load("decoding")
-    text = table(["batch", "tokens", "cached greedy over re-running the prefix", "beam 4 over greedy (time)"],
+    return table(["batch", "tokens", "cached greedy over re-running the prefix", "beam 4 over greedy (time)"],
                  [(row["batch"], row["tokens"], f"{row['speedup']:.1f}x faster", f"{row['beam4_over_greedy']:.2f}x")
                   for row in r["rows"]],
                  [provenance(r, "decoding.json",
                              "python scripts/benchmark_decoding.py --json benchmarks/decoding.json")])
-    if "top_k_ab" in r:
-        ab = r["top_k_ab"]
-        text += "\n" + table(
-            ["XLA", "batch", "tokens", "beam 4 time saved by `blockwise_top_k` over `keras.ops.top_k`"],
-            [("on" if row["xla"] else "off", row["batch"], row["tokens"], f"{row['gain']:+.1%}") for row in ab["rows"]],
-            [f"Medians of {ab['repeats']} alternated calls, vocabulary {ab['vocab']:,}, measured with "
-             f"`{ab['command']}`."])
-    return text
 
 
 def serving():

@@ -4,7 +4,6 @@ from keras_attention.decoding.beam_search import beam_search, length_penalty_fac
 from keras_attention.decoding.common import DecodeResult
 from keras_attention.decoding.greedy import greedy_decode
 from keras_attention.decoding.sampling import sample, top_k_filter, top_p_filter
-from keras_attention.decoding.top_k import blockwise_top_k
 from keras_attention.decoding.translator import Translation, Translator
 from keras_attention.decoding.uncached import UncachedDecoder
 
@@ -14,7 +13,6 @@ __all__ = [
     "Translator",
     "UncachedDecoder",
     "beam_search",
-    "blockwise_top_k",
     "greedy_decode",
     "length_penalty_factor",
     "sample",

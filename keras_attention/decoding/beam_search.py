@@ -12,7 +12,6 @@ from keras_attention.decoding.common import (
     mask_padding,
     write_column,
 )
-from keras_attention.decoding.top_k import blockwise_top_k
 from keras_attention.layers.validation import check_positive_int
 
 
@@ -204,7 +203,8 @@ def _best_continuations(logits, normaliser, finished, log_probs, lengths, beam, 
     # A finished hypothesis has one continuation: padding, at no cost.
     per_hypothesis = beam if isinstance(vocab, int) and vocab >= beam else None
     if per_hypothesis:
-        top_logits, token_ids = blockwise_top_k(logits, per_hypothesis)  # (B, K, K)
+        top_logits, token_ids = ops.top_k(logits, per_hypothesis, sorted=True)  # (B, K, K)
+        token_ids = ops.cast(token_ids, "int32")
         pad_first = ops.where(ops.equal(ops.arange(per_hypothesis), 0), 0.0, NEG_INF)  # (K,)
         step_log_probs = ops.where(finished_rows, pad_first, top_logits - normaliser)
         token_ids = ops.where(finished_rows, 0, token_ids)

@@ -95,12 +95,6 @@ def test_decoding_benchmark_runs(tmp_path):
     row = json.loads(out.read_text())["rows"][1]
     assert row["uncached_s"] > 0 and row["greedy_4x_rows_s"] > 0
     assert row["beam4_over_floor"] == row["beam4_s"] / row["greedy_4x_rows_s"]
-    # The top-k A/B goes into the same file, beside the rows.
-    ab = benchmark_decoding.main(["--quick", "--top-k-ab", "--json", str(out)])
-    stored = json.loads(out.read_text())
-    assert stored["rows"] == json.loads(json.dumps(result["rows"])) and stored["top_k_ab"]["rows"] == ab["rows"]
-    assert [(r["xla"], r["tokens"]) for r in ab["rows"]] == [(False, 4), (False, 8), (True, 4), (True, 8)]
-    assert all(r["gain"] == r["top_k_s"] / r["blockwise_s"] - 1 for r in ab["rows"])
 
 
 def test_profile_attributes_the_step_to_categories(tmp_path):
