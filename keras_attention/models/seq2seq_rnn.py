@@ -33,6 +33,14 @@ class Seq2SeqRNN(keras.Model):
       h~_t = tanh(W_c [c_t; h_t]) gives the output and is fed into the next
       step's input ("input feeding", section 3.3).
 
+    Embeddings start from N(0, 1) (the initialisation of PyTorch's
+    `nn.Embedding` and of OpenNMT), not Keras' U(-0.05, 0.05). With Keras'
+    default every signal starts tiny (embeddings of RMS 0.03, encoder states
+    of 0.01), and Luong's multiplicative score, a product of two such
+    vectors, starts flat and learns slowly (measured on the generated dates
+    corpus by `scripts/ablate_embedding_init.py`, in
+    `benchmarks/embedding_init.json`).
+
     The same step function runs the teacher-forced pass (with `ops.scan` over
     the target) and step-by-step decoding (`decode_step`), so the two agree.
     Token id 0 is padding.
@@ -52,6 +60,8 @@ class Seq2SeqRNN(keras.Model):
             Defaults to `units`.
         luong_score: "dot", "general" or "concat". Defaults to "general".
         luong_window: int or None. Local-p attention with half-width D.
+        embeddings_initializer: initializer of both embeddings. Defaults to
+            `RandomNormal(stddev=1.0)`.
         **kwargs: standard `keras.Model` arguments.
 
     Call arguments:
@@ -82,6 +92,7 @@ class Seq2SeqRNN(keras.Model):
         attention_units=None,
         luong_score="general",
         luong_window=None,
+        embeddings_initializer=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -98,13 +109,18 @@ class Seq2SeqRNN(keras.Model):
         )
         self.luong_score = luong_score
         self.luong_window = luong_window
+        if embeddings_initializer is None:
+            embeddings_initializer = keras.initializers.RandomNormal(stddev=1.0)
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
 
         policy = self.dtype_policy
         self.source_embedding = keras.layers.Embedding(
-            source_vocab_size, embedding_dim, dtype=policy, name="source_embedding"
+            source_vocab_size, embedding_dim, embeddings_initializer=self._new_initializer(),
+            dtype=policy, name="source_embedding",
         )
         self.target_embedding = keras.layers.Embedding(
-            target_vocab_size, embedding_dim, dtype=policy, name="target_embedding"
+            target_vocab_size, embedding_dim, embeddings_initializer=self._new_initializer(),
+            dtype=policy, name="target_embedding",
         )
         rnn = keras.layers.GRU if cell == "gru" else keras.layers.LSTM
         encoder = rnn(units, return_sequences=True, return_state=True, dtype=policy, name="encoder_rnn")
@@ -136,6 +152,10 @@ class Seq2SeqRNN(keras.Model):
         self.output_projection = keras.layers.Dense(
             target_vocab_size, dtype=policy, name="output_projection"
         )
+
+    def _new_initializer(self):
+        """A fresh copy of `embeddings_initializer` (each layer draws its own weights)."""
+        return keras.initializers.deserialize(keras.initializers.serialize(self.embeddings_initializer))
 
     # Encoder ------------------------------------------------------------------
 
@@ -272,6 +292,7 @@ class Seq2SeqRNN(keras.Model):
                 "attention_units": self.attention_units,
                 "luong_score": self.luong_score,
                 "luong_window": self.luong_window,
+                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
             }
         )
         return config
