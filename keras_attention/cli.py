@@ -140,6 +140,18 @@ def _parser():
     translate.add_argument("sentences", nargs="*", help="sentences; read from stdin when none")
     _add_decoding_flags(translate)
     translate.add_argument("--plot-attention", metavar="FILE.png", help="save the first sentence's attention map")
+    translate.add_argument("--html", metavar="FILE.html",
+                           help="also write the attention explorer page of the sentences (greedy or beam)")
+
+    explain = commands.add_parser(
+        "explain", help="write an interactive page of every attention weight of some translations",
+        epilog="example: keras-attention explain runs/en-de \"A dog runs in the park.\" -o attention.html; "
+               "or: keras-attention explain runs/en-de -o attention.html < sentences.txt")
+    explain.add_argument("translator", help="a run folder (from train) or its translator/ folder")
+    explain.add_argument("sentences", nargs="*", help="sentences; read from stdin when none")
+    explain.add_argument("-o", "--output", required=True, metavar="FILE.html", help="the page to write")
+    explain.add_argument("--method", default="greedy", choices=("greedy", "beam"))
+    explain.add_argument("--beam-size", type=checked("beam_size"), default=4)
 
     demo = commands.add_parser(
         "demo", help="train a small attention model, report BLEU, translate a few sentences and save the "
@@ -347,7 +359,14 @@ def _run(args):
 
     from keras_attention.decoding.translator import Translator
 
-    translator = Translator.load(args.translator)
+    page = args.output if args.command == "explain" else getattr(args, "html", None)
+    if page:
+        _check_page_path(page)  # before any work
+    translator = Translator.load(_translator_folder(args.translator))
+    if args.command == "explain":
+        sentences = [_argument_text(s, i) for i, s in enumerate(args.sentences, 1)] or _read_stdin_lines()
+        _write_page(translator, sentences, page, args.method, args.beam_size)
+        return 0
     options = _decoding_options(args)
     if args.command == "evaluate":
         from keras_attention.training.evaluation import evaluate_bleu
@@ -377,7 +396,40 @@ def _run(args):
         plot_attention(result.attention[0], result.source_tokens[0], result.target_tokens[0],
                        path=args.plot_attention)
         print(f"attention map: {args.plot_attention}", file=sys.stderr)
+    if args.html:
+        if args.method == "sample":
+            raise ValueError("--html shows greedy or beam decoding. Received: --method sample")
+        _write_page(translator, [s for s in sentences if s.strip()], args.html, args.method, args.beam_size)
     return 0
+
+
+def _translator_folder(path):
+    """A translator folder, or a run folder holding one in `translator/`."""
+    inner = os.path.join(path, "translator")
+    if not os.path.exists(os.path.join(path, "translator.json")) and os.path.isdir(inner):
+        return inner
+    return path
+
+
+def _check_page_path(path):
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"Cannot write {path}: the folder {folder} does not exist.")
+
+
+def _write_page(translator, sentences, path, method, beam_size):
+    """The attention explorer page of `sentences` (a truncation is a warning and a note on the page)."""
+    import warnings
+
+    from keras_attention.explain import explain
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        page = explain(translator, sentences, method=method, beam_size=beam_size)
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
+    page.save(path)
+    print(f"attention explorer: {path} ({len(page.sentences)} sentences)", file=sys.stderr)
 
 
 def _languages(args, translator):

@@ -44,6 +44,8 @@ CONFIGS = {
 COMMON = dict(dataset="multi30k", lower_case=False, max_length=64, batch_size=64, label_smoothing=0.1)
 TEST_SPLIT = "test_2016_flickr"
 BEAM = dict(method="beam", beam_size=4, length_penalty=0.6)
+# --quick scores only the first test sentences (its models are untrained smoke).
+QUICK_TEST_SENTENCES = 100
 
 
 def commit():
@@ -66,7 +68,7 @@ def run(model, direction, output, quick=False):
         options = {**COMMON, **CONFIGS[model]}
         if quick:
             options.update(epochs=2, max_train_examples=512, vocab_size=1000, bleu_sample=8, preset="tiny",
-                           jit_compile=False)
+                           jit_compile=False, max_test_examples=QUICK_TEST_SENTENCES)
         config = TrainConfig(source=source, target=target, output_dir=folder, resume=True, **options)
         _, results = train(config, verbose=2)
         results["commit"] = started_on
@@ -74,18 +76,19 @@ def run(model, direction, output, quick=False):
     else:
         with open(results_path, encoding="utf-8") as f:
             results = json.load(f)
-    if score_more(folder, results, source, target):
+    if score_more(folder, results, source, target, limit=QUICK_TEST_SENTENCES if quick else None):
         _write(results_path, results)
     return results
 
 
-def score_more(folder, results, source, target):
+def score_more(folder, results, source, target, limit=None):
     """Add the test scores `results` lacks: beam search, averaged checkpoints.
 
     The greedy score of the trained model is the recipe's `results["test"]`.
     Here: `test_beam4` (the same model, beam search), and when the run kept
     two or more epoch checkpoints, `test_average` and `test_average_beam4`
     (their average, in the translator folder `translator-average/`).
+    `limit`: score only the first `limit` test sentences.
     Returns whether anything was added.
     """
     checkpoints = sorted(glob.glob(os.path.join(folder, "checkpoints", "epoch-*.weights.h5")))
@@ -93,7 +96,7 @@ def score_more(folder, results, source, target):
     if all(key in results for key in wanted):
         return False
     pairs = list(load_multi30k(source, target, TEST_SPLIT).as_numpy_iterator())
-    pairs = [(s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs]
+    pairs = [(s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs][:limit]
     # Each translator folder is loaded (and its decoders compiled) once, for all its scores.
     for name, keys in (("translator", ["test_beam4"]), ("translator-average", ["test_average", "test_average_beam4"])):
         missing = [key for key in keys if key in wanted and key not in results]

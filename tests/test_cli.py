@@ -32,6 +32,25 @@ def test_translate_arguments_and_attention_plot(demo_dir, tmp_path, capsys):
     assert plot.stat().st_size > 1000
 
 
+def test_explain_and_translate_html_write_the_explorer_page(demo_dir, tmp_path, capsys):
+    # From a run folder and arguments; then from stdin, several sentences on one page.
+    page = tmp_path / "page.html"
+    assert main(["explain", str(demo_dir), "3 March 1999", "4.7.2023", "-o", str(page), "--method", "beam"]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "3 March 1999" in text and "4.7.2023" in text
+    assert "attention explorer" in capsys.readouterr().err
+    done = subprocess.run([sys.executable, "-m", "keras_attention.cli", "explain", str(demo_dir / "translator"),
+                           "-o", str(tmp_path / "stdin.html")], input=b"1 May 2001\n12/06/1990\n",
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = (tmp_path / "stdin.html").read_text(encoding="utf-8")
+    assert "1 May 2001" in text and "12/06/1990" in text
+    # translate --html prints the translations and writes the page of the non-blank sentences.
+    assert main(["translate", str(demo_dir / "translator"), "3 March 1999", "", "--html", str(tmp_path / "t.html")]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    assert "3 March 1999" in (tmp_path / "t.html").read_text(encoding="utf-8")
+
+
 def test_translate_stdin_with_bad_bytes(demo_dir):
     """A real process reading stdin: invalid UTF-8 is replaced and reported, not a traceback."""
     result = subprocess.run(

@@ -107,6 +107,14 @@ CASES = [
     ("average onto a file", lambda w: ["average-checkpoints", str(w / "run" / "translator" / "model.keras"),
                                        "--output", str(w / "avg.weights.h5")],
      "avg.weights.h5 already exists", []),
+    ("explain an empty sentence", lambda w: ["explain", str(w / "run"), "3 May 2001", " ", "-o", str(w / "p.html")],
+     "sentence 2 is empty", ["run"]),
+    ("explain into a missing folder", lambda w: ["explain", str(w / "run"), "3 May 2001", "-o",
+                                                 str(w / "nowhere" / "p.html")], "does not exist", ["run"]),
+    ("explain a folder without a translator", lambda w: ["explain", str(w / "busy"), "hi", "-o", str(w / "p.html")],
+     "translator.json", ["busy"]),
+    ("translate --html with sampling", lambda w: ["translate", str(w / "run"), "hi", "--method", "sample",
+                                                  "--html", str(w / "p.html")], "--method sample", ["run"]),
     ("export onto a version", lambda w: ["export", str(w / "run" / "translator"), str(w / "served"),
                                          "--version", "1"],
      "already exists", ["served"]),
@@ -128,3 +136,4 @@ def test_one_clear_line_and_nothing_changed(world, case):
     assert {name: snapshot(world / name) for name in kept} == before
     assert (world / "avg.weights.h5").read_bytes() == avg_before
     assert not (world / "new").exists()  # a failed train leaves no folder it created
+    assert not (world / "p.html").exists()  # a failed explain writes no page

@@ -57,11 +57,14 @@ class TransformerDecoder(TransformerBlock):
         use_causal_mask: bool. Defaults to True.
         return_attention_scores: bool. Also return the cross-attention
             weights `(B, N, T, S)` (for alignment plots).
+        return_self_attention_scores: bool. Also return the self-attention
+            weights `(B, N, T, T_k)` (for `keras_attention.explain`).
         training: bool.
 
     Returns:
         `outputs` `(B, T, d_model)`, followed by the cross-attention weights if
-        requested and by the updated self-attention cache if one was given.
+        requested, the self-attention weights if requested, and the updated
+        self-attention cache if one was given.
 
     Example:
 
@@ -107,10 +110,19 @@ class TransformerDecoder(TransformerBlock):
         self_attention_cache=None,
         cross_attention_cache=None,
         return_attention_scores=False,
+        return_self_attention_scores=False,
         **kwargs,
     ):
         keys = encoder_sequence if cross_attention_cache is None else cross_attention_cache[0]
-        return self._output_spec(decoder_sequence, keys, return_attention_scores, self_attention_cache)
+        spec = self._output_spec(decoder_sequence, keys, return_attention_scores, self_attention_cache)
+        if not return_self_attention_scores:
+            return spec
+        spec = spec if isinstance(spec, tuple) else (spec,)
+        batch, length = decoder_sequence.shape[0], decoder_sequence.shape[1]
+        keys_length = length if self_attention_cache is None else self_attention_cache[0].shape[1]
+        weights = keras.KerasTensor((batch, self.num_heads, length, keys_length), dtype=self.compute_dtype)
+        cut = 1 + bool(return_attention_scores)  # after the outputs and the cross-attention weights
+        return spec[:cut] + (weights,) + spec[cut:]
 
     def call(
         self,
@@ -124,6 +136,7 @@ class TransformerDecoder(TransformerBlock):
         cross_attention_cache=None,
         use_causal_mask=True,
         return_attention_scores=False,
+        return_self_attention_scores=False,
         training=None,
     ):
         has_encoder = encoder_sequence is not None or cross_attention_cache is not None
@@ -149,9 +162,14 @@ class TransformerDecoder(TransformerBlock):
             use_causal_mask=use_causal_mask,
             cache=self_attention_cache,
             cache_update_index=self_attention_cache_update_index,
+            return_attention_scores=return_self_attention_scores,
             training=training,
         )
-        x, self_attention_cache = result if self_attention_cache is not None else (result, None)
+        result = result if isinstance(result, tuple) else (result,)
+        self_scores = result[1] if return_self_attention_scores else None  # (B, N, T, T_k)
+        x = result[0]
+        if self_attention_cache is not None:
+            self_attention_cache = result[-1]
         x = self._post(x, decoder_sequence, self.self_attention_norm, training)  # (B, T, d)
 
         # Cross-attention sublayer.
@@ -178,6 +196,8 @@ class TransformerDecoder(TransformerBlock):
         outputs = (x,)
         if return_attention_scores:
             outputs += (scores,)
+        if return_self_attention_scores:
+            outputs += (self_scores,)
         if self_attention_cache is not None:
             outputs += (self_attention_cache,)
         return outputs[0] if len(outputs) == 1 else outputs

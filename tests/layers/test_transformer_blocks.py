@@ -1,5 +1,6 @@
 """TransformerEncoder and TransformerDecoder against keras-hub, NumPy-free properties."""
 
+import keras
 import keras_hub
 import numpy as np
 import pytest
@@ -213,6 +214,29 @@ def test_cached_decoding_equals_full_pass(normalize_first):
         scores.append(_np(s))
     np.testing.assert_allclose(np.concatenate(outs, 1), _np(full), atol=1e-5)
     np.testing.assert_allclose(np.concatenate(scores, 2), _np(full_scores), atol=1e-5)
+
+
+def test_self_attention_scores_are_causal_and_match_the_cache_steps():
+    y, x = _randn(2, 5, D), _randn(2, 7, D)
+    decoder = TransformerDecoder(HEADS, FF)
+    out, cross, own = decoder(y, x, return_attention_scores=True, return_self_attention_scores=True)
+    own = _np(own)
+    assert own.shape == (2, HEADS, 5, 5) and tuple(cross.shape) == (2, HEADS, 5, 7)
+    assert np.all(np.triu(own, k=1) == 0)  # no position sees a later one
+    np.testing.assert_allclose(own.sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(_np(out), _np(decoder(y, x)), atol=1e-6)  # asking changes nothing
+    # Step by step with a cache: each step's row over the cache equals the full pass' row.
+    cache = decoder.init_self_attention_cache(2, 5)
+    for i in range(5):
+        _, step, cache = decoder(y[:, i : i + 1], x, self_attention_cache=cache,
+                                 self_attention_cache_update_index=i, return_self_attention_scores=True)
+        np.testing.assert_allclose(_np(step)[:, :, 0], own[:, :, i], atol=1e-5)
+    # Symbolic shapes, as a functional model sees them.
+    spec = decoder.compute_output_spec(
+        keras.KerasTensor((None, 5, D)), keras.KerasTensor((None, 7, D)),
+        return_attention_scores=True, return_self_attention_scores=True,
+    )
+    assert [tuple(s.shape) for s in spec] == [(None, 5, D), (None, HEADS, 5, 7), (None, HEADS, 5, 5)]
 
 
 def test_padded_encoder_positions_get_no_cross_attention():

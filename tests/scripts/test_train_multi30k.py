@@ -35,7 +35,7 @@ def quick_run(tmp_path_factory):
 def test_quick_run_records_and_prints(quick_run):
     _, run, rows, out = quick_run
     results = json.loads((run / "results.json").read_text())
-    assert rows[0][2] == results and results["test"]["num_sentences"] == 1000
+    assert rows[0][2] == results and results["test"]["num_sentences"] == train_multi30k.QUICK_TEST_SENTENCES
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                           cwd=Path(__file__).parent).stdout.strip()
     assert results["commit"].rstrip("+") == (head or "unknown")  # recorded when the run started
@@ -50,7 +50,7 @@ def test_scores_beam_search_and_averaged_checkpoints(quick_run):
     results = json.loads((run / "results.json").read_text())
     assert results["averaged_checkpoints"] == ["epoch-001.weights.h5", "epoch-002.weights.h5"]
     for key in ("test_beam4", "test_average", "test_average_beam4"):
-        assert results[key]["num_sentences"] == 1000 and 0 <= results[key]["bleu"] <= 100
+        assert results[key]["num_sentences"] == train_multi30k.QUICK_TEST_SENTENCES and 0 <= results[key]["bleu"] <= 100
     # The averaged translator holds the mean of the two epochs' weights, worked out here
     # by loading each checkpoint into the trained model.
     model = Translator.load(str(run / "translator")).model
@@ -72,6 +72,6 @@ def test_finished_run_is_not_trained_again_but_gets_missing_scores(quick_run, mo
     monkeypatch.setattr(train_multi30k, "train", _no_training)
     with contextlib.redirect_stdout(io.StringIO()):
         rows = train_multi30k.main(argv)
-    assert rows[0][2]["test_average_beam4"]["num_sentences"] == 1000
+    assert rows[0][2]["test_average_beam4"]["num_sentences"] == train_multi30k.QUICK_TEST_SENTENCES
     assert "test_average_beam4" in json.loads((run / "results.json").read_text())
     assert rows[0][2]["test"] == results["test"]  # the rest as it was

@@ -1,0 +1,67 @@
+"""See what a translator attends to: every attention weight, on one HTML page.
+
+>>> page = explain(translator, ["A dog runs on the beach."])  # doctest: +SKIP
+>>> page.save("attention.html")  # doctest: +SKIP
+>>> page  # in Jupyter: the interactive page  # doctest: +SKIP
+"""
+
+import os
+import warnings
+
+from keras_attention.explain.page import render_fragment, render_page
+from keras_attention.explain.weights import SentenceAttention, collect_attention
+from keras_attention.files import write_text
+
+__all__ = ["Explanation", "SentenceAttention", "collect_attention", "explain"]
+
+
+class Explanation:
+    """The attention of a translator on some sentences, shown as a page.
+
+    Attributes:
+        sentences: list of `SentenceAttention` (the NumPy arrays and tokens).
+
+    `save(path)` writes a self-contained HTML file; in Jupyter the object
+    displays itself as the same interactive page.
+    """
+
+    def __init__(self, sentences, title="Attention explorer"):
+        self.sentences = list(sentences)
+        self.title = title
+
+    def to_html(self):
+        """The whole page, as a str."""
+        return render_page(self.sentences, self.title)
+
+    def _repr_html_(self):
+        return render_fragment(self.sentences, self.title)
+
+    def save(self, path):
+        """Write the page to `path` (its folder must exist); return the path."""
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"Cannot write {path}: the folder {folder} does not exist.")
+        write_text(path, self.to_html())
+        return path
+
+
+def explain(translator, sentences, method="greedy", beam_size=4, title="Attention explorer"):
+    """Translate `sentences` and collect every attention weight, for a page.
+
+    Args:
+        translator: a `Translator` of a Transformer or an attention RNN.
+        sentences: a str or a list of str, none empty.
+        method: "greedy" or "beam".
+        beam_size: int, for beam search.
+        title: the page's title.
+
+    Returns:
+        An `Explanation`. A source longer than the model's maximum is
+        truncated, with a warning and a note on the page.
+    """
+    found = collect_attention(translator, sentences, method=method, beam_size=beam_size)
+    cut = sum(s.truncated for s in found)
+    if cut:
+        warnings.warn(f"{cut} of {len(found)} sentences are longer than max_source_length="
+                      f"{translator.max_source_length} tokens and were truncated.", stacklevel=2)
+    return Explanation(found, title)
