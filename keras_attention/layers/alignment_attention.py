@@ -45,9 +45,13 @@ class AlignmentAttention(keras.layers.Layer):
             )
 
     def _project(self, x, kernel):
-        """`x (..., d) @ kernel (d, u)` -> `(..., u)` in the compute dtype."""
+        """`x (..., d) @ kernel (d, u)` -> `(..., u)` in the compute dtype.
+
+        `matmul`, not `einsum`: inside the RNN scan, XLA on a CPU ran the einsum
+        form several times slower (scripts/benchmark_rnn_training.py).
+        """
         dtype = self.compute_dtype
-        return ops.einsum("...d,du->...u", ops.cast(x, dtype), ops.cast(kernel, dtype))
+        return ops.matmul(ops.cast(x, dtype), ops.cast(kernel, dtype))
 
     def _weights(self, scores, query, value, value_mask):
         """Softmax of the scores over the valid keys (float32 inside)."""
