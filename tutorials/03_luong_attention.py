@@ -27,6 +27,7 @@ import numpy as np
 import _common
 from _common import figure_path
 from keras_attention import layers
+from keras_attention.explain import explain
 from keras_attention.plotting import plot_attention
 from keras_attention.training.evaluation import evaluate_bleu
 
@@ -189,13 +190,23 @@ plot_attention(result.attention[0], result.source_tokens[0], result.target_token
                path=figure_path("03_alignment.png"), title="Luong attention (general, global)")
 
 # %% [markdown]
+# The same alignment on an interactive page (tutorial 02 introduced it): hover a word
+# of the translation on the left of the head view to see which source pieces it read.
+
+# %%
+explain(translator, [sentence])
+
+# %% [markdown]
 # All three models had the same data and the same two epochs, so the table compares
 # how fast each design learns under a small budget. In our full run (the outputs shown
-# in the notebook) the Luong model came last, clearly behind Bahdanau's and even the
+# in the notebook) the Luong model came last, behind Bahdanau's and even the
 # fixed-vector model, and its training loss was still falling fast when training
-# stopped. In this design the softmax reads nothing but the attentional state
-# $\tilde h_t$, a `tanh` layer of `units` numbers; Bahdanau's output layer reads the
-# decoder state, the context and the previous word directly. Luong et al. trained for
+# stopped. Its alignment map shows how it differs: the weights are almost all on one
+# source piece per output word, and for most words that piece is `[START]`, not the
+# word being translated. Bahdanau's maps (tutorial 02) spread over the neighbours of
+# the right word. The `general` score multiplies the decoder state by every encoder
+# state; when such products are large the softmax is nearly one-hot and passes little
+# gradient, the problem tutorial 05 meets with dot products. Luong et al. trained for
 # 10 to 12 epochs of plain SGD on WMT, so do not read the table as a verdict on the
 # paper: train longer (`_common.SETTINGS.rnn_epochs`) to see how the models compare
 # once all three have converged. To train local-p, pass `luong_window=D` to

@@ -33,6 +33,8 @@ import numpy as np
 import _common
 from _common import figure_path
 from keras_attention import layers, models
+from keras_attention.decoding.translator import Translator
+from keras_attention.explain import explain
 from keras_attention.plotting import plot_attention_heads
 
 _common.start("08 The decoder")
@@ -212,5 +214,19 @@ plot_attention_heads(cross[0].numpy()[:, :t_len, :s_len], source_tokens, target_
 
 # %% [markdown]
 # The model is untrained, so these maps are nearly flat; after training (tutorial 09)
-# some heads align target words with their source words. Tutorial 09 trains the whole
+# some heads align target words with their source words.
+#
+# All three kinds of attention, for every block and head, fit on one interactive page.
+# `explain` needs a `Translator` (tokenizers around the model); it translates the
+# sentence (here, an untrained model's output) and collects each weight the decoder
+# used. Switch between encoder self-, decoder self- and cross-attention, pick a block
+# and a head, and hover a word.
+
+# %%
+untrained = Translator(model, translation_data.source_tokenizer, translation_data.target_tokenizer,
+                       max_target_length=12)
+explain(untrained, [translation_data.test_pairs[0][0]])
+
+# %% [markdown]
+# Tutorial 09 trains the whole
 # Transformer on Multi30k and compares it with the RNN models.

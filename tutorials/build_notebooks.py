@@ -3,6 +3,7 @@
     python tutorials/build_notebooks.py                 # all tutorials, full mode
     python tutorials/build_notebooks.py 02 09           # some of them (by number or file name)
     python tutorials/build_notebooks.py --quick 11      # QUICK=1 (the first cell says so)
+    python tutorials/build_notebooks.py --prose-only 02 # Markdown edits only: no re-run
 
 The scripts (`NN_topic.py`, jupytext percent format) are the source; each
 notebook is `jupytext.read(script)` executed top to bottom in the `tutorials/`
@@ -68,11 +69,37 @@ def build(script, timeout=None):
     return time.time() - started
 
 
+def update_prose(script):
+    """Copy the script's Markdown cells into its executed notebook, keeping every output.
+
+    Only for changes to prose: the code cells must be unchanged, or this
+    refuses (the outputs would no longer be the code's).
+    """
+    fresh = jupytext.read(script)
+    path = script.with_suffix(".ipynb")
+    notebook = nbformat.read(path, as_version=4)
+    kinds = lambda nb: [c.cell_type for c in nb.cells]  # noqa: E731
+    code = lambda nb: [c.source for c in nb.cells if c.cell_type == "code"]  # noqa: E731
+    if kinds(fresh) != kinds(notebook) or code(fresh) != code(notebook):
+        sys.exit(f"{script.name}: its code cells changed since the notebook ran; build it again")
+    for new, old in zip(fresh.cells, notebook.cells):
+        if new.cell_type == "markdown":
+            old.source = new.source
+    nbformat.write(notebook, path)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tutorials", nargs="*", help="numbers or file names (default: all)")
     parser.add_argument("--quick", action="store_true", help="run with QUICK=1")
+    parser.add_argument("--prose-only", action="store_true",
+                        help="copy edited Markdown cells into the notebooks without running them")
     args = parser.parse_args(argv)
+    if args.prose_only:
+        for script in scripts(args.tutorials):
+            update_prose(script)
+            print(f"{script.name}: prose copied", flush=True)
+        return
     if args.quick:
         os.environ["QUICK"] = "1"
     else:
