@@ -63,6 +63,7 @@ def main(argv=None):
     device = tf.config.list_logical_devices()[-1].name
     print(f"device: {device}", flush=True)
     test_pairs = [(s.decode(), t.decode()) for s, t in data.load_dates(400, "test").as_numpy_iterator()]
+    command = "python scripts/ablate_embedding_init.py " + " ".join(argv if argv is not None else sys.argv[1:])
     runs = []
     for model in args.models:
         for seed in args.seeds:
@@ -71,15 +72,14 @@ def main(argv=None):
                 r = runs[-1]
                 print(f"{model:9s} seed {seed}  {init:18s} exact match {r['exact_match']:.3f}  "
                       f"loss by epoch {r['loss']}", flush=True)
-    summary = {
-        f"{model}/{init}": statistics.median(r["exact_match"] for r in runs if (r["model"], r["init"]) == (model, init))
-        for model in args.models for init in INITIALIZERS
-    }
+                summary = {
+                    f"{m}/{i}": statistics.median(r["exact_match"] for r in runs if (r["model"], r["init"]) == (m, i))
+                    for m, i in sorted({(r["model"], r["init"]) for r in runs})
+                }
+                if args.json:  # after every run, so a stopped ablation keeps what it measured
+                    write_json(args.json, {"command": command.strip(), "device": device, "epochs": args.epochs,
+                                           "summary": summary, "runs": runs}, indent=1)
     print("median exact match:", json.dumps(summary, indent=1))
-    if args.json:
-        command = "python scripts/ablate_embedding_init.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        write_json(args.json, {"command": command, "device": device, "epochs": args.epochs,
-                               "summary": summary, "runs": runs}, indent=1)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import glob
 import json
 import os
 import re
+import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -188,7 +189,31 @@ def data_pipeline():
     return "\n".join(lines) + "\n"
 
 
-RENDERERS = {"data_pipeline": data_pipeline, "multi30k": multi30k, "training": training, "decoding": decoding,
+def rnn_training():
+    r = load("rnn_training")
+    return table(["model", "`matmul` (the layers' form), target tokens/s", "`einsum`, target tokens/s",
+                  "matmul / einsum"],
+                 [(kind, f"{statistics.median(v['tokens_per_second']['matmul']):,.0f}",
+                   f"{statistics.median(v['tokens_per_second']['einsum']):,.0f}",
+                   f"{v['median_ratio_matmul_over_einsum']:.2f}x") for kind, v in r["results"].items()],
+                 [f"The `{r['preset']}` Seq2SeqRNN's training step, batch {r['batch_size']} x {r['length']} tokens, "
+                  f"XLA {'on' if r['xla'] else 'off'}, on {r['device']}: medians of {r['rounds']} alternated rounds "
+                  f"of {r['steps']} steps.",
+                  provenance(r, "rnn_training.json", r["command"])])
+
+
+def embedding_init():
+    r = load("embedding_init")
+    rows = [(run["model"], run["seed"], f"`{run['init']}`", f"{run['exact_match']:.3f}",
+             " ".join(f"{x:.3f}" for x in run["loss"])) for run in r["runs"]]
+    return table(["model", "seed", "embedding initialiser", "exact match (400 test dates)", "training loss by epoch"],
+                 rows,
+                 [f"The generated dates corpus, {r['epochs']} epochs of 8,000 pairs, units 96, embeddings of 32, "
+                  "greedy decoding; `normal_1` is `Seq2SeqRNN`'s default.",
+                  provenance(r, "embedding_init.json", r["command"])])
+
+
+RENDERERS = {"rnn_training": rnn_training, "embedding_init": embedding_init, "data_pipeline": data_pipeline, "multi30k": multi30k, "training": training, "decoding": decoding,
              "serving": serving, "attention": attention, "distribution": distribution}
 
 
