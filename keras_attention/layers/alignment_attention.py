@@ -47,11 +47,16 @@ class AlignmentAttention(keras.layers.Layer):
     def _project(self, x, kernel):
         """`x (..., d) @ kernel (d, u)` -> `(..., u)` in the compute dtype.
 
-        `matmul`, not `einsum`: inside the RNN scan, XLA on a CPU ran the einsum
-        form several times slower (scripts/benchmark_rnn_training.py).
+        One 2-D product: inside the RNN scan, XLA on a CPU ran the `einsum`
+        form several times slower (scripts/benchmark_rnn_training.py), and
+        could not differentiate the rank-3 `matmul` (a `tensordot`) when the
+        batch size is unknown.
         """
         dtype = self.compute_dtype
-        return ops.matmul(ops.cast(x, dtype), ops.cast(kernel, dtype))
+        leading = ops.shape(x)[:-1]
+        flat = ops.reshape(ops.cast(x, dtype), (-1, x.shape[-1]))  # (N, d)
+        projected = ops.matmul(flat, ops.cast(kernel, dtype))  # (N, u)
+        return ops.reshape(projected, (*leading, kernel.shape[-1]))  # (..., u)
 
     def _weights(self, scores, query, value, value_mask):
         """Softmax of the scores over the valid keys (float32 inside)."""
