@@ -361,7 +361,9 @@ def _run(args):
 
     page = args.output if args.command == "explain" else getattr(args, "html", None)
     if page:
-        _check_page_path(page)  # before any work
+        from keras_attention.explain import check_page_path
+
+        check_page_path(page)  # before any work
     translator = Translator.load(_translator_folder(args.translator))
     if args.command == "explain":
         sentences = [_argument_text(s, i) for i, s in enumerate(args.sentences, 1)] or _read_stdin_lines()
@@ -409,12 +411,6 @@ def _translator_folder(path):
     if not os.path.exists(os.path.join(path, "translator.json")) and os.path.isdir(inner):
         return inner
     return path
-
-
-def _check_page_path(path):
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"Cannot write {path}: the folder {folder} does not exist.")
 
 
 def _write_page(translator, sentences, path, method, beam_size):

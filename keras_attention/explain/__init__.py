@@ -38,11 +38,16 @@ class Explanation:
 
     def save(self, path):
         """Write the page to `path` (its folder must exist); return the path."""
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            raise FileNotFoundError(f"Cannot write {path}: the folder {folder} does not exist.")
+        check_page_path(path)
         write_text(path, self.to_html())
         return path
+
+
+def check_page_path(path):
+    """Refuse, in one line, a page path whose folder does not exist."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"Cannot write {path}: the folder {folder} does not exist.")
 
 
 def explain(translator, sentences, method="greedy", beam_size=4, title="Attention explorer"):

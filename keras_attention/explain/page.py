@@ -223,8 +223,9 @@ def page_data(found):
 def render_fragment(found, title="Attention explorer"):
     """An HTML fragment (for Jupyter): the page's body, its style and script scoped to one `div`."""
     root = f"ka-explain-{uuid.uuid4().hex[:10]}"
-    payload = json.dumps(page_data(found), ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
-    kinds = page_data(found)["kinds"] if len(found) else []
+    data = page_data(found)
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    kinds = data["kinds"]
     radios = "".join(
         f'<label><input type="radio" class="kind" name="{root}-kind" value="{k}"> {html.escape(KIND_LABELS[k])}</label> '
         for k in kinds
