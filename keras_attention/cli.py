@@ -1,249 +1,22 @@
 """`keras-attention`: train, evaluate, translate, export, and a one-command demo."""
 
-import argparse
 import contextlib
 import os
 import re
 import sys
 import threading
 
-from keras_attention import DATA_ENV_VAR, __version__
-from keras_attention.options import MODEL_KINDS, PRESET_NAMES
-from keras_attention.options import argument_type as checked
+from keras_attention.cli_arguments import (
+    DEFAULT_SOURCE,
+    DEFAULT_TARGET,
+    build_parser,
+    config_from_args,
+    data_config,
+    decoding_options,
+    prepare_config,
+)
 from keras_attention.reporting import print_summary
 from keras_attention.tensorflow_only import BackendError, require_tensorflow
-
-DEFAULT_SOURCE, DEFAULT_TARGET = "en", "de"
-
-MODELS, PRESETS = MODEL_KINDS, PRESET_NAMES
-
-
-DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
-
-
-def _add_data_flags(parser):
-    group = parser.add_argument_group("data")
-    group.add_argument("--dataset", choices=DATASETS,
-                       help="default: prepared when --data-dir holds a prepared corpus, else multi30k")
-    group.add_argument("--source", help="source language (default: en; evaluate: the translator's)")
-    group.add_argument("--target", help="target language (default: de; evaluate: the translator's)")
-    group.add_argument("--data-dir", help=f"corpus folder: Multi30k (default: ${DATA_ENV_VAR}, then the "
-                       "Keras cache), WMT14 files or TFDS data, or a folder made by `prepare`")
-    group.add_argument("--train-files", nargs="+",
-                       help="files: SOURCE TARGET (paths or quoted glob patterns of shards); tsv: FILE")
-    group.add_argument("--valid-files", nargs="+")
-    group.add_argument("--test-files", nargs="+")
-    group.add_argument("--tfds-name", help="a TFDS translation data set, e.g. wmt14_translate/de-en")
-
-
-def _add_corpus_flags(parser):
-    group = parser.add_argument_group("corpus reading and vocabulary")
-    group.add_argument("--strict-data", action="store_true",
-                       help="stop at the first bad training line (not UTF-8, empty side, too long) "
-                            "with its file and line, instead of skipping and counting it")
-    group.add_argument("--no-clean", action="store_true",
-                       help="keep pairs over --max-words or --max-ratio (cleaning is on for your own files)")
-    group.add_argument("--max-words", type=checked("max_words"), default=250, help="skip pairs with more words a side (default: 250)")
-    group.add_argument("--max-ratio", type=checked("max_ratio"), default=9.0,
-                       help="skip pairs whose word counts differ more than this factor (default: 9)")
-    group.add_argument("--vocab-size", type=checked("vocab_size"), default=8000)
-    group.add_argument("--lower-case", action="store_true")
-    group.add_argument("--joint-vocabulary", action="store_true", help="one vocabulary for both languages")
-    group.add_argument("--vocab-sample", type=checked("vocab_sample"), default=1_000_000, metavar="N",
-                       help="learn the vocabulary from at most N sentences, spread over the corpus")
-    group.add_argument("--max-length", type=checked("max_length"), default=64, help="longest sentence in tokens")
-    group.add_argument("--max-train-examples", type=checked("max_train_examples"))
-    group.add_argument("--seed", type=int, default=0)
-
-
-class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line (the usage is one `--help` away)."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _parser():
-    parser = _Parser(
-        prog="keras-attention",
-        description="Train, evaluate and run attention translation models (Keras 3).",
-    )
-    parser.add_argument("--version", action="version", version=f"keras-attention {__version__}")
-    parser.add_argument("--verbose", action="store_true",
-                        help="show TensorFlow's own start-up and device log lines (hidden by default)")
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    train = commands.add_parser(
-        "train", help="train a translator with model.fit",
-        epilog="example: keras-attention train --model transformer --preset small --dataset multi30k "
-               "--source en --target de --epochs 20 --output runs/en-de")
-    train.add_argument("--model", default="transformer", choices=MODELS)
-    train.add_argument("--preset", default="small", choices=PRESETS)
-    _add_data_flags(train)
-    _add_corpus_flags(train)
-    train.add_argument("--cache-limit", type=checked("cache_limit"), default=200_000, metavar="PAIRS",
-                       help="corpora up to this size are tokenized once and held in memory; "
-                            "larger ones stream from disk (default: 200000)")
-    train.add_argument("--max-test-examples", type=checked("max_test_examples"), metavar="N",
-                       help="score only the first N test pairs after training (quick runs)")
-    train.add_argument("--epochs", type=checked("epochs"), default=10)
-    train.add_argument("--batch-size", type=checked("batch_size"), default=64, help="global batch, in sentences")
-    train.add_argument("--batch-tokens", type=checked("batch_tokens"), help="global batch as a token budget (instead of --batch-size)")
-    train.add_argument("--learning-rate", type=checked("learning_rate"))
-    train.add_argument("--warmup-steps", type=checked("warmup_steps"))
-    train.add_argument("--label-smoothing", type=checked("label_smoothing"), default=0.1)
-    train.add_argument("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker"))
-    train.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"))
-    train.add_argument("--no-jit", action="store_true", help="do not compile with XLA")
-    train.add_argument("--no-cpu-dropout", action="store_true",
-                       help="Keras' dropout random numbers even under XLA on a CPU (see keras_attention.cpu_dropout)")
-    train.add_argument("--backup-every-steps", type=checked("backup_every_steps"), metavar="N",
-                       help="back up every N steps (default: each epoch); run again with --resume to continue")
-    again = train.add_mutually_exclusive_group()
-    again.add_argument("--resume", action="store_true",
-                       help="continue the run in --output from its backup (start one if there is none)")
-    again.add_argument("--overwrite", action="store_true",
-                       help="start again in an --output that holds a run; the old one is deleted once "
-                            "the new one has finished")
-    train.add_argument("--keep-backup", action="store_true",
-                       help="keep OUTPUT/backup after the run: --resume with more --epochs extends it")
-    train.add_argument("--keep-checkpoints", type=checked("keep_checkpoints"), default=5, metavar="N",
-                       help="keep the last N epochs' weights in OUTPUT/checkpoints (default: 5; 0: none)")
-    train.add_argument("--share-embeddings", action="store_true",
-                       help="Transformer: one embedding for source, target and output (needs --joint-vocabulary)")
-    train.add_argument("--output", default="runs/latest", help="output folder")
-
-    prepare = commands.add_parser(
-        "prepare", help="tokenize a corpus once into sharded TFRecords for `train --data-dir`",
-        epilog="example: keras-attention prepare --dataset files --train-files 'train.*.en.gz' "
-               "'train.*.de.gz' --valid-files dev.en dev.de --output prepared/mine")
-    _add_data_flags(prepare)
-    _add_corpus_flags(prepare)
-    prepare.add_argument("--shard-size", type=checked("shard_size"), default=200_000, metavar="PAIRS",
-                         help="pairs per shard, about (default: 200000); at least one shard per worker")
-    prepare.add_argument("--output", required=True, help="a new or empty folder")
-    prepare.add_argument("--overwrite", action="store_true", help="replace a prepared corpus in --output")
-
-    evaluate = commands.add_parser(
-        "evaluate", help="BLEU and chrF of a saved translator",
-        epilog="example: keras-attention evaluate runs/en-de/translator --split test --method beam --beam-size 4")
-    evaluate.add_argument("translator", help="folder written by train (…/translator)")
-    _add_data_flags(evaluate)
-    evaluate.add_argument("--split", default="test", choices=("train", "valid", "test"))
-    _add_decoding_flags(evaluate)
-
-    translate = commands.add_parser(
-        "translate", help="translate sentences (arguments or stdin, one a line)",
-        epilog="example: keras-attention translate runs/en-de/translator \"A dog runs in the park.\" "
-               "--method beam; or: keras-attention translate runs/en-de/translator < sentences.txt")
-    translate.add_argument("translator", help="folder written by train (…/translator)")
-    translate.add_argument("sentences", nargs="*", help="sentences; read from stdin when none")
-    _add_decoding_flags(translate)
-    translate.add_argument("--plot-attention", metavar="FILE.png", help="save the first sentence's attention map")
-    translate.add_argument("--html", metavar="FILE.html",
-                           help="also write the attention explorer page of the sentences (greedy or beam)")
-
-    explain = commands.add_parser(
-        "explain", help="write an interactive page of every attention weight of some translations",
-        epilog="example: keras-attention explain runs/en-de \"A dog runs in the park.\" -o attention.html; "
-               "or: keras-attention explain runs/en-de -o attention.html < sentences.txt")
-    explain.add_argument("translator", help="a run folder (from train) or its translator/ folder")
-    explain.add_argument("sentences", nargs="*", help="sentences; read from stdin when none")
-    explain.add_argument("-o", "--output", required=True, metavar="FILE.html", help="the page to write")
-    explain.add_argument("--method", default="greedy", choices=("greedy", "beam"))
-    explain.add_argument("--beam-size", type=checked("beam_size"), default=4)
-
-    demo = commands.add_parser(
-        "demo", help="train a small attention model, report BLEU, translate a few sentences and save the "
-                     "translator (replacing the previous demo's)",
-        epilog="example: keras-attention demo --output runs/demo")
-    demo.add_argument("--output", default="runs/demo")
-    demo.add_argument("--quick", action="store_true", help="a tiny run for tests (seconds, not minutes)")
-    demo.add_argument("--data-dir")
-
-    average = commands.add_parser(
-        "average-checkpoints", help="average the weights of several checkpoints",
-        epilog="example: keras-attention average-checkpoints runs/en-de/checkpoints/epoch-01[6-9].weights.h5 "
-               "runs/en-de/checkpoints/epoch-020.weights.h5 --translator runs/en-de/translator "
-               "--output runs/en-de/translator-averaged")
-    average.add_argument("checkpoints", nargs="+", metavar="CKPT", help=".weights.h5 or .keras files")
-    average.add_argument("--output", required=True,
-                         help="a .weights.h5 or .keras file; with --translator, a new translator folder")
-    average.add_argument("--translator", help="a translator folder whose model gets the averaged weights")
-    average.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-
-    export = commands.add_parser(
-        "export", help="write a SavedModel for TF Serving: strings in, translations out",
-        epilog="example: keras-attention export runs/en-de/translator models/translator --method beam")
-    export.add_argument("translator", help="folder written by train (…/translator)")
-    export.add_argument("output_dir", help="the model's base folder; the SavedModel goes to OUTPUT_DIR/VERSION")
-    export.add_argument("--method", default="beam", choices=("greedy", "beam"))
-    export.add_argument("--beam-size", type=checked("beam_size"), default=4)
-    export.add_argument("--length-penalty", type=checked("length_penalty"), default=0.6)
-    export.add_argument("--max-length", type=checked("max_length"), help="most output tokens (default: the translator's)")
-    export.add_argument("--version", type=int, help="version folder (default: the next free number, 1 at first)")
-    return parser
-
-
-def _add_decoding_flags(parser):
-    group = parser.add_argument_group("decoding")
-    group.add_argument("--method", default="greedy", choices=("greedy", "beam", "sample"))
-    group.add_argument("--beam-size", type=checked("beam_size"), default=4)
-    group.add_argument("--length-penalty", type=checked("length_penalty"), default=0.6)
-    group.add_argument("--temperature", type=checked("temperature"), default=1.0)
-    group.add_argument("--top-k", type=checked("top_k"))
-    group.add_argument("--top-p", type=checked("top_p"))
-    group.add_argument("--seed", type=int)
-
-
-def _decoding_options(args):
-    if args.method == "beam":
-        return {"beam_size": args.beam_size, "length_penalty": args.length_penalty}
-    if args.method == "sample":
-        return {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
-    return {}
-
-
-def _config_from_args(args):
-    from keras_attention.training.recipe import TrainConfig
-
-    return TrainConfig(
-        model=args.model, preset=args.preset, dataset=_dataset(args),
-        source=args.source or DEFAULT_SOURCE, target=args.target or DEFAULT_TARGET,
-        data_dir=args.data_dir, train_files=_tuple(args.train_files),
-        valid_files=_tuple(args.valid_files), test_files=_tuple(args.test_files),
-        tfds_name=args.tfds_name, vocab_size=args.vocab_size, lower_case=args.lower_case,
-        max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
-        batch_tokens=args.batch_tokens,
-        learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
-        label_smoothing=args.label_smoothing, strategy=args.strategy, precision=args.precision,
-        jit_compile=not args.no_jit, cpu_dropout=not args.no_cpu_dropout, output_dir=args.output,
-        max_train_examples=args.max_train_examples, max_test_examples=args.max_test_examples, seed=args.seed,
-        backup_every_steps=args.backup_every_steps, keep_backup=args.keep_backup,
-        resume=args.resume, overwrite=args.overwrite,
-        keep_checkpoints=args.keep_checkpoints, cache_limit=args.cache_limit,
-        share_embeddings=args.share_embeddings,
-        **_corpus_options(args),
-    )
-
-
-def _corpus_options(args):
-    return dict(strict_data=args.strict_data, clean=not args.no_clean, max_words=args.max_words,
-                max_ratio=args.max_ratio, vocab_sample=args.vocab_sample,
-                joint_vocabulary=args.joint_vocabulary)
-
-
-def _dataset(args):
-    """--dataset, or what --data-dir holds when it is not given."""
-    if args.dataset:
-        return args.dataset
-    from keras_attention.data.records import is_prepared
-
-    return "prepared" if is_prepared(args.data_dir) else "multi30k"
-
-
-def _tuple(values):
-    return tuple(values) if values else None
 
 
 def _argument_text(text, number):
@@ -273,7 +46,7 @@ def _read_stdin_lines():
 
 
 def main(argv=None):
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     quiet = contextlib.nullcontext() if args.verbose or argv is not None else _without_tensorflow_log_lines()
     try:
         with quiet:
@@ -341,7 +114,7 @@ def _run(args):
         from keras_attention.training.recipe import train
 
         # Progress bars for a terminal; one line an epoch for a log file.
-        _, results = train(_config_from_args(args), verbose=1 if sys.stdout.isatty() else 2)
+        _, results = train(config_from_args(args), verbose=1 if sys.stdout.isatty() else 2)
         print_summary(results)
         print(f"saved: {os.path.join(args.output, 'translator')}")
         return 0
@@ -369,13 +142,13 @@ def _run(args):
         sentences = [_argument_text(s, i) for i, s in enumerate(args.sentences, 1)] or _read_stdin_lines()
         _write_page(translator, sentences, page, args.method, args.beam_size)
         return 0
-    options = _decoding_options(args)
+    options = decoding_options(args)
     if args.command == "evaluate":
         from keras_attention.training.evaluation import evaluate_bleu
         from keras_attention.training.recipe import load_splits
 
         args.source, args.target = _languages(args, translator)
-        config = _config_from_args_for_data(args)
+        config = data_config(args)
         splits, description = load_splits(config)
         pairs = dict(zip(("train", "valid", "test"), splits))[args.split]
         if pairs is None:
@@ -450,26 +223,10 @@ def _average(args):
     return 0
 
 
-def _config_from_args_for_data(args):
-    from keras_attention.training.recipe import TrainConfig
-
-    return TrainConfig(dataset=_dataset(args), source=args.source or DEFAULT_SOURCE,
-                       target=args.target or DEFAULT_TARGET, data_dir=args.data_dir, train_files=_tuple(args.train_files),
-                       valid_files=_tuple(args.valid_files), test_files=_tuple(args.test_files),
-                       tfds_name=args.tfds_name)
-
-
 def _prepare(args):
     from keras_attention.training.preparation import prepare
-    from keras_attention.training.recipe import TrainConfig
 
-    config = TrainConfig(
-        dataset=_dataset(args), source=args.source or DEFAULT_SOURCE, target=args.target or DEFAULT_TARGET,
-        data_dir=args.data_dir, train_files=_tuple(args.train_files), valid_files=_tuple(args.valid_files),
-        test_files=_tuple(args.test_files), tfds_name=args.tfds_name, vocab_size=args.vocab_size,
-        lower_case=args.lower_case, max_length=args.max_length,
-        max_train_examples=args.max_train_examples, seed=args.seed, **_corpus_options(args),
-    )
+    config = prepare_config(args)
     manifest = prepare(config, args.output, shard_size=args.shard_size, overwrite=args.overwrite)
     counts = manifest["counts"]
     print(f"prepared: {args.output}: {manifest['pairs']:,} pairs in {len(manifest['shards'])} shards "

@@ -2,7 +2,7 @@
 
 import pytest
 
-from keras_attention.cli import _parser
+from keras_attention.cli_arguments import build_parser as _parser
 from keras_attention.options import RANGES, Range, check_option
 from keras_attention.training.recipe import TrainConfig
 
