@@ -30,6 +30,13 @@ class LuongAttention(AlignmentAttention):
       its query and key halves at call time (W_a [h; s] = W_q h + W_k s), so no
       `(B, T_q, T_v, d_q + d_k)` concatenation is ever built.
 
+    `scaled=True` divides the "dot" and "general" scores by sqrt(d_q), as
+    scaled dot-product attention does (Vaswani et al., 2017), an addition to
+    the paper. A product of two d_q-vectors grows with d_q, and under Adam the
+    d_k x d_q entries of W_a move together, so unscaled scores can soon
+    saturate the softmax: on Multi30k (embeddings 128, 256 units, 2 epochs)
+    the unscaled model put nearly all weight on one source token and reached
+    6.5 validation BLEU, the scaled one 18.3 (`scripts/ablate_luong_scale.py`).
     `scale=True` multiplies the scores by a learned scalar (initialised to 1),
     as `keras.layers.Attention(use_scale=True)` does.
 
@@ -58,6 +65,8 @@ class LuongAttention(AlignmentAttention):
 
     Args:
         score: str. `"dot"`, `"general"` or `"concat"`. Defaults to `"dot"`.
+        scaled: bool. Divide the "dot" or "general" scores by sqrt(d_q).
+            Defaults to False (the paper's scores).
         scale: bool. Learn a scalar multiplier for the scores. Defaults to False.
         window: int. Half-width D of the local-p window; None for global
             attention. Defaults to None.
@@ -97,6 +106,7 @@ class LuongAttention(AlignmentAttention):
     def __init__(
         self,
         score="dot",
+        scaled=False,
         scale=False,
         window=None,
         units=None,
@@ -105,6 +115,10 @@ class LuongAttention(AlignmentAttention):
     ):
         super().__init__(**kwargs)
         self.score = check_choice("score", score, SCORES)
+        if scaled and self.score == "concat":
+            raise ValueError('`scaled=True` applies to the "dot" and "general" scores (the "concat" '
+                             'score is bounded by its tanh). Received: scaled=True, score="concat"')
+        self.scaled = bool(scaled)
         self.scale = bool(scale)
         self.window = None if window is None else check_positive_int("window", window)
         self.units = None if units is None else check_positive_int("units", units)
@@ -181,6 +195,8 @@ class LuongAttention(AlignmentAttention):
     def _scores(self, query, projected_keys):
         if self.score != "concat":
             scores = ops.einsum("bqd,bkd->bqk", query, projected_keys)  # (B, T_q, T_v)
+            if self.scaled:
+                scores = scores * ops.cast(query.shape[-1] ** -0.5, scores.dtype)
         else:
             d_q = query.shape[-1]
             projected_query = self._project(query, self.concat_kernel[:d_q])  # (B, T_q, U)
@@ -208,6 +224,7 @@ class LuongAttention(AlignmentAttention):
         config.update(
             {
                 "score": self.score,
+                "scaled": self.scaled,
                 "scale": self.scale,
                 "window": self.window,
                 "units": self.units,

@@ -31,7 +31,10 @@ class Seq2SeqRNN(keras.Model):
       new state h_t queries the encoder states (score "dot", "general" or
       "concat", global or local-p with `luong_window`); the attentional state
       h~_t = tanh(W_c [c_t; h_t]) gives the output and is fed into the next
-      step's input ("input feeding", section 3.3).
+      step's input ("input feeding", section 3.3). The "dot" and "general"
+      scores are divided by sqrt(units) (`luong_scaled`, an addition to the
+      paper, see `LuongAttention`): unscaled, they saturate the softmax early
+      in training under Adam and the model stops using its attention.
 
     Embeddings start from N(0, 1) (the initialisation of PyTorch's
     `nn.Embedding` and of OpenNMT), not Keras' U(-0.05, 0.05). With Keras'
@@ -60,6 +63,9 @@ class Seq2SeqRNN(keras.Model):
             Defaults to `units`.
         luong_score: "dot", "general" or "concat". Defaults to "general".
         luong_window: int or None. Local-p attention with half-width D.
+        luong_scaled: bool. Divide the "dot" and "general" scores by
+            sqrt(units). Defaults to True (models saved before this option
+            existed reload with False, as they were trained).
         embeddings_initializer: initializer of both embeddings. Defaults to
             `RandomNormal(stddev=1.0)`.
         **kwargs: standard `keras.Model` arguments.
@@ -92,6 +98,7 @@ class Seq2SeqRNN(keras.Model):
         attention_units=None,
         luong_score="general",
         luong_window=None,
+        luong_scaled=True,
         embeddings_initializer=None,
         **kwargs,
     ):
@@ -109,6 +116,7 @@ class Seq2SeqRNN(keras.Model):
         )
         self.luong_score = luong_score
         self.luong_window = luong_window
+        self.luong_scaled = bool(luong_scaled)
         if embeddings_initializer is None:
             embeddings_initializer = keras.initializers.RandomNormal(stddev=1.0)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
@@ -141,6 +149,7 @@ class Seq2SeqRNN(keras.Model):
             self.attention_layer = LuongAttention(
                 score=luong_score,
                 window=luong_window,
+                scaled=self.luong_scaled and luong_score != "concat",
                 units=self.attention_units,
                 dtype=policy,
                 name="attention",
@@ -292,7 +301,13 @@ class Seq2SeqRNN(keras.Model):
                 "attention_units": self.attention_units,
                 "luong_score": self.luong_score,
                 "luong_window": self.luong_window,
+                "luong_scaled": self.luong_scaled,
                 "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Configs saved before `luong_scaled` existed describe unscaled models.
+        return cls(**{"luong_scaled": False, **config})

@@ -15,6 +15,8 @@ CONFIGS = {
     "concat": {"score": "concat", "units": UNITS},
     "dot_scale": {"score": "dot", "scale": True},
     "general_local": {"score": "general", "window": 2},
+    "general_scaled": {"score": "general", "scaled": True},
+    "dot_scaled_scale_local": {"score": "dot", "scaled": True, "scale": True, "window": 2},
     "concat_scale_local": {"score": "concat", "scale": True, "window": 1},
 }
 
@@ -64,6 +66,8 @@ def luong_reference(layer, query, value, key, mask):
             axis=-1,
         )
         e = np.tanh(pairs @ _numpy(layer.concat_kernel)) @ _numpy(layer.score_vector)
+    if layer.scaled:  # divided by sqrt(d_q), worked out here from the query
+        e = e / np.sqrt(query.shape[-1])
     if layer.scale:
         e = e * float(layer.score_scale.numpy())
     allowed = np.broadcast_to(mask[:, None, :], e.shape)
@@ -206,6 +210,7 @@ def test_gradients_reach_the_position_network():
         ({"window": 0}, "window=0"),
         ({"window": 1.5}, "window=1.5"),
         ({"units": 0}, "units=0"),
+        ({"score": "concat", "scaled": True}, 'scaled=True, score="concat"'),
     ],
 )
 def test_bad_arguments(kwargs, pattern):

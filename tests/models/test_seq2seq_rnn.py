@@ -73,3 +73,28 @@ def test_fixed_vector_model_sees_source_only_through_its_summary():
 def test_bad_arguments(kwargs, text):
     with pytest.raises(ValueError, match=text):
         Seq2SeqRNN(20, 20, **{**SMALL, **kwargs})
+
+
+def test_scaled_luong_equals_unscaled_with_a_smaller_general_kernel():
+    """Scores / sqrt(units) == the unscaled model with W_a / sqrt(units)."""
+    source, target_in, _ = model_checks.toy_batch()
+    scaled = Seq2SeqRNN(20, 20, attention="luong", **SMALL)
+    unscaled = Seq2SeqRNN(20, 20, attention="luong", luong_scaled=False, **SMALL)
+    assert scaled.attention_layer.scaled and not unscaled.attention_layer.scaled
+    scaled((source, target_in))
+    unscaled((source, target_in))
+    for a, b in zip(scaled.weights, unscaled.weights):
+        value = a.numpy()
+        b.assign(value / np.sqrt(SMALL["units"]) if a is scaled.attention_layer.general_kernel else value)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(scaled((source, target_in))),
+        ops.convert_to_numpy(unscaled((source, target_in))),
+        atol=1e-5,
+    )
+
+
+def test_configs_saved_before_luong_scaled_load_unscaled():
+    config = Seq2SeqRNN(20, 20, attention="luong", **SMALL).get_config()
+    assert config["luong_scaled"] is True
+    del config["luong_scaled"]
+    assert not Seq2SeqRNN.from_config(config).attention_layer.scaled
