@@ -153,7 +153,7 @@ def _run(args):
         pairs = dict(zip(("train", "valid", "test"), splits))[args.split]
         if pairs is None:
             raise ValueError(f"No {args.split} split for this data set. Received: --split {args.split}")
-        scores = evaluate_bleu(translator, pairs, method=args.method, **options)
+        scores = evaluate_bleu(translator, pairs, method=args.method, max_examples=args.max_examples, **options)
         print(f"{description}, {args.split}: BLEU {scores['bleu']:.2f} (cased, 13a), "
               f"{scores['bleu_lowercase']:.2f} (lower-cased), chrF {scores['chrf']:.2f}, "
               f"{scores['num_sentences']} sentences")

@@ -123,6 +123,8 @@ def build_parser():
     evaluate.add_argument("translator", help="folder written by train (…/translator)")
     _add_data_flags(evaluate)
     evaluate.add_argument("--split", default="test", choices=("train", "valid", "test"))
+    evaluate.add_argument("--max-examples", type=checked("max_examples"), metavar="N",
+                          help="score only the first N pairs of the split (default: all)")
     _add_decoding_flags(evaluate)
 
     translate = commands.add_parser(

@@ -164,7 +164,8 @@ def measure_training(args, tf, data, source_tok, target_tok):
     from keras_attention.models import PRESETS, Transformer
     from keras_attention.training import MaskedSparseCrossEntropy
 
-    batches = list(data.PreparedCorpus(args.prepared).dataset(batch_tokens=args.batch_tokens, seed=0).take(8))
+    batches = list(data.PreparedCorpus(args.prepared).dataset(batch_tokens=args.batch_tokens, seed=0)
+                   .take(args.train_batches))
     real_tokens = statistics.mean(int(np.count_nonzero(z.numpy())) for _, z in batches)
     ds = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=(
         (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.int32)),
@@ -186,6 +187,7 @@ def run_child(args, measure_name, **paths):
     command = [sys.executable, "-u", os.path.abspath(__file__), "--measure", measure_name,
                "--batch-tokens", str(args.batch_tokens), "--rounds", str(args.rounds),
                "--batches", str(args.batches), "--train-steps", str(args.train_steps),
+               "--train-batches", str(args.train_batches),
                "--preset", args.preset, "--prepared", paths["prepared"]]
     if "files" in paths:
         command += ["--files", *paths["files"]]
@@ -237,6 +239,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batches", type=int, default=100, help="batches a pipeline round")
     parser.add_argument("--train-steps", type=int, default=10, help="steps a training round")
+    parser.add_argument("--train-batches", type=int, default=8,
+                        help="distinct batches the training step cycles through (each shape compiles once)")
     parser.add_argument("--preset", default="small")
     parser.add_argument("--quick", action="store_true", help="tiny sizes and model, to test the script")
     parser.add_argument("--json", help="write the figures to this file")
@@ -248,6 +252,7 @@ def main(argv=None):
         return measure(args)
     if args.quick:
         args.sizes, args.rounds, args.batches, args.train_steps, args.preset = [1000, 5000], 2, 5, 2, "tiny"
+        args.train_batches = 2
         args.batch_tokens = 1024
     with tempfile.TemporaryDirectory() as scratch:
         work = args.work or scratch

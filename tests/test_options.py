@@ -31,6 +31,7 @@ def test_ranges(allowed, inside, outside, words):
     (["translate", "t", "x", "--top-p", "0"], "argument --top-p: must be a number in (0, 1]. Received: 0"),
     (["translate", "t", "x", "--temperature", "nan"], "argument --temperature: must be a number > 0"),
     (["export", "t", "out", "--beam-size", "0"], "argument --beam-size: must be an integer >= 1"),
+    (["evaluate", "t", "--max-examples", "0"], "argument --max-examples: must be an integer >= 1. Received: 0"),
 ])
 def test_the_command_line_names_option_value_and_range(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -18,9 +18,10 @@ import benchmark_training  # noqa: E402
 import profile_training  # noqa: E402
 
 
-def test_training_benchmark_compares_equal_models(tmp_path):
+def test_training_benchmark_compares_equal_models_and_bounds_the_step(tmp_path):
+    # One run of the script (it compiles two models): the comparison and --product-bound.
     out = tmp_path / "training.json"
-    result = benchmark_training.main(["--quick", "--json", str(out)])
+    result = benchmark_training.main(["--quick", "--product-bound", "--json", str(out)])
     assert json.loads(out.read_text())["parameters"] == result["parameters"]
     ours, hub = result["parameters"]["ours"], result["parameters"]["keras_hub"]
     assert abs(ours / hub - 1) < 0.01
@@ -34,6 +35,18 @@ def test_training_benchmark_compares_equal_models(tmp_path):
     (round_,) = result["rounds"]  # QUICK: one round
     assert round_["ratio"] == ours_tps / hub_tps
     assert round_["fraction_of_peak"] == ours_tps * result["flops_per_target_token"]["ours"] / 1e9 / peak
+
+    # QUICK: 1 + 1 layers, d 32, 2 heads, d_ff 64, vocabulary 200, batch 4 x 8 (32 tokens).
+    # Dense multiply-adds per token: encoder 4*32*32 + 2*32*64 = 8,192, decoder 8*32*32 + 2*32*64
+    # = 12,288, output 32*200 = 6,400; x 2 FLOP x 32 tokens x 3 (forward, two gradients) = 5,160,960.
+    # Attention: 3 blocks x 6 products x 2 * (4*2 batches) * 8 * 8 * 16 = 294,912.
+    products = benchmark_training.step_products(c)
+    assert sum(n * benchmark_training.product_flops(*key) for key, n in products.items()) == 5_160_960 + 294_912
+    assert benchmark_training.product_flops("gqk,gqh->gkh", (8, 8, 8), (8, 8, 16)) == 2 * 8 * 8 * 8 * 16
+    bound = result["product_bound"]
+    assert bound["gflop_per_step"] == 5_455_872 / 1e9 and bound["seconds_per_step"] > 0
+    assert sum(row["count"] for row in bound["products"]) == sum(products.values()) == 3 * 17 + 18  # (6 + 10 + 1) dense, x 3; 6 per attention block
+    assert json.loads(out.read_text())["product_bound"] == bound
 
 
 def _dropout_rates(model):
@@ -59,21 +72,6 @@ def test_training_benchmark_models_drop_out_alike():
     attention = lambda m: [r for r in _dropout_rates(m) if r[0] == "attention"]  # noqa: E731
     assert attention(ours) == attention(hub) == [("attention", 0.1)] * 3  # 1 + 1 layers: 3 attention layers
     assert set(_dropout_rates(ours)) == set(_dropout_rates(hub))
-
-
-def test_training_benchmark_product_bound(tmp_path):
-    # QUICK: 1 + 1 layers, d 32, 2 heads, d_ff 64, vocabulary 200, batch 4 x 8 (32 tokens).
-    # Dense multiply-adds per token: encoder 4*32*32 + 2*32*64 = 8,192, decoder 8*32*32 + 2*32*64
-    # = 12,288, output 32*200 = 6,400; x 2 FLOP x 32 tokens x 3 (forward, two gradients) = 5,160,960.
-    # Attention: 3 blocks x 6 products x 2 * (4*2 batches) * 8 * 8 * 16 = 294,912.
-    products = benchmark_training.step_products(benchmark_training.QUICK)
-    assert sum(n * benchmark_training.product_flops(*key) for key, n in products.items()) == 5_160_960 + 294_912
-    assert benchmark_training.product_flops("gqk,gqh->gkh", (8, 8, 8), (8, 8, 16)) == 2 * 8 * 8 * 8 * 16
-    result = benchmark_training.main(["--quick", "--product-bound", "--json", str(tmp_path / "t.json")])
-    bound = result["product_bound"]
-    assert bound["gflop_per_step"] == 5_455_872 / 1e9 and bound["seconds_per_step"] > 0
-    assert sum(row["count"] for row in bound["products"]) == sum(products.values()) == 3 * 17 + 18  # (6 + 10 + 1) dense, x 3; 6 per attention block
-    assert json.loads((tmp_path / "t.json").read_text())["product_bound"] == bound
 
 
 def test_attention_benchmark_runs(tmp_path):
