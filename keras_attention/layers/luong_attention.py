@@ -36,7 +36,8 @@ class LuongAttention(AlignmentAttention):
     d_k x d_q entries of W_a move together, so unscaled scores can soon
     saturate the softmax: on Multi30k (embeddings 128, 256 units, 2 epochs)
     the unscaled model put nearly all weight on one source token and reached
-    6.5 validation BLEU, the scaled one 18.3 (`scripts/ablate_luong_scale.py`).
+    6.5 BLEU on 300 validation pairs, the scaled one 18.3
+    (`scripts/ablate_luong_scale.py` repeats the comparison).
     `scale=True` multiplies the scores by a learned scalar (initialised to 1),
     as `keras.layers.Attention(use_scale=True)` does.
 
