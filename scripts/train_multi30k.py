@@ -23,6 +23,7 @@ import glob
 import json
 import os
 import subprocess
+import sys
 
 from keras_attention.data import load_multi30k
 from keras_attention.decoding.translator import Translator
@@ -156,4 +157,9 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("\ntrain_multi30k: interrupted; run the same command again to continue "
+              "(finished runs are kept, the interrupted one resumes from its last backup).", file=sys.stderr)
+        sys.exit(130)  # 128 + SIGINT, as the CLI and shells report it
