@@ -203,27 +203,46 @@ def config_from_args(args):
     from keras_attention.training.recipe import TrainConfig
 
     return TrainConfig(
-        model=args.model, preset=args.preset, dataset=dataset_name(args),
-        source=args.source or DEFAULT_SOURCE, target=args.target or DEFAULT_TARGET,
-        data_dir=args.data_dir, train_files=_tuple(args.train_files),
-        valid_files=_tuple(args.valid_files), test_files=_tuple(args.test_files),
-        tfds_name=args.tfds_name, vocab_size=args.vocab_size, lower_case=args.lower_case,
-        max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
-        batch_tokens=args.batch_tokens,
+        model=args.model, preset=args.preset, **_reading_fields(args),
+        epochs=args.epochs, batch_size=args.batch_size, batch_tokens=args.batch_tokens,
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
         label_smoothing=args.label_smoothing, strategy=args.strategy, precision=args.precision,
         jit_compile=not args.no_jit, cpu_dropout=not args.no_cpu_dropout, output_dir=args.output,
-        max_train_examples=args.max_train_examples, max_test_examples=args.max_test_examples, seed=args.seed,
+        max_test_examples=args.max_test_examples,
         backup_every_steps=args.backup_every_steps, keep_backup=args.keep_backup,
         resume=args.resume, overwrite=args.overwrite,
         keep_checkpoints=args.keep_checkpoints, cache_limit=args.cache_limit,
         share_embeddings=args.share_embeddings,
-        **corpus_options(args),
     )
 
 
-def corpus_options(args):
-    return dict(strict_data=args.strict_data, clean=not args.no_clean, max_words=args.max_words,
+def data_config(args):
+    """The `TrainConfig` naming only the corpus (for `evaluate`)."""
+    from keras_attention.training.recipe import TrainConfig
+
+    return TrainConfig(**_corpus_fields(args))
+
+
+def prepare_config(args):
+    """The `TrainConfig` of `prepare`: the corpus, its reading and its vocabulary."""
+    from keras_attention.training.recipe import TrainConfig
+
+    return TrainConfig(**_reading_fields(args))
+
+
+def _corpus_fields(args):
+    """Which corpus: the data flags that `train`, `prepare` and `evaluate` share."""
+    return dict(dataset=dataset_name(args), source=args.source or DEFAULT_SOURCE,
+                target=args.target or DEFAULT_TARGET, data_dir=args.data_dir,
+                train_files=_tuple(args.train_files), valid_files=_tuple(args.valid_files),
+                test_files=_tuple(args.test_files), tfds_name=args.tfds_name)
+
+
+def _reading_fields(args):
+    """The corpus, how it is read and its vocabulary: the flags `train` and `prepare` share."""
+    return dict(**_corpus_fields(args), vocab_size=args.vocab_size, lower_case=args.lower_case,
+                max_length=args.max_length, max_train_examples=args.max_train_examples, seed=args.seed,
+                strict_data=args.strict_data, clean=not args.no_clean, max_words=args.max_words,
                 max_ratio=args.max_ratio, vocab_sample=args.vocab_sample,
                 joint_vocabulary=args.joint_vocabulary)
 
@@ -239,26 +258,3 @@ def dataset_name(args):
 
 def _tuple(values):
     return tuple(values) if values else None
-
-
-def data_config(args):
-    """The `TrainConfig` naming only the corpus (for `evaluate`)."""
-    from keras_attention.training.recipe import TrainConfig
-
-    return TrainConfig(dataset=dataset_name(args), source=args.source or DEFAULT_SOURCE,
-                       target=args.target or DEFAULT_TARGET, data_dir=args.data_dir,
-                       train_files=_tuple(args.train_files), valid_files=_tuple(args.valid_files),
-                       test_files=_tuple(args.test_files), tfds_name=args.tfds_name)
-
-
-def prepare_config(args):
-    """The `TrainConfig` of `prepare`: the corpus, its reading and its vocabulary."""
-    from keras_attention.training.recipe import TrainConfig
-
-    return TrainConfig(
-        dataset=dataset_name(args), source=args.source or DEFAULT_SOURCE, target=args.target or DEFAULT_TARGET,
-        data_dir=args.data_dir, train_files=_tuple(args.train_files), valid_files=_tuple(args.valid_files),
-        test_files=_tuple(args.test_files), tfds_name=args.tfds_name, vocab_size=args.vocab_size,
-        lower_case=args.lower_case, max_length=args.max_length,
-        max_train_examples=args.max_train_examples, seed=args.seed, **corpus_options(args),
-    )
