@@ -51,7 +51,7 @@ def main(argv=None):
     try:
         with quiet:
             return _run(args)
-    except (ValueError, FileNotFoundError, OSError, BackendError) as error:
+    except (ValueError, FileNotFoundError, OSError, ImportError, BackendError) as error:
         print(f"keras-attention {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -137,7 +137,10 @@ def _run(args):
         from keras_attention.explain import check_page_path
 
         check_page_path(page)  # before any work
-    translator = Translator.load(_translator_folder(args.translator))
+    if getattr(args, "engine", "keras") == "ctranslate2":
+        translator = _ctranslate2_translator(args)
+    else:
+        translator = Translator.load(_translator_folder(args.translator))
     if args.command == "explain":
         sentences = [_argument_text(s, i) for i, s in enumerate(args.sentences, 1)] or _read_stdin_lines()
         _write_page(translator, sentences, page, args.method, args.beam_size)
@@ -236,12 +239,40 @@ def _prepare(args):
     return 0
 
 
+def _ctranslate2_translator(args):
+    """`--engine ctranslate2`: the model folder given as TRANSLATOR; what it cannot do is an error."""
+    if getattr(args, "plot_attention", None) or getattr(args, "html", None):
+        raise ValueError("--plot-attention and --html need our decoder's attention weights: use --engine keras.")
+    from keras_attention.serving.ctranslate2_translator import CTranslate2Translator
+
+    return CTranslate2Translator(args.translator, compute_type=args.compute_type)
+
+
+def _export_folder(args):
+    given = [path for path in (args.output_dir, args.output_flag) if path]
+    if not given:
+        raise ValueError("export needs an output folder: give OUTPUT_DIR or -o OUTPUT_DIR.")
+    if len(given) == 2 and given[0] != given[1]:
+        raise ValueError(f"Two output folders given ({given[0]} and -o {given[1]}): give one.")
+    return given[0]
+
+
 def _export(args):
     from keras_attention.decoding.translator import Translator
+
+    output_dir = _export_folder(args)
+    if args.format == "ctranslate2":
+        from keras_attention.serving.ctranslate2_export import export_ctranslate2
+
+        translator = Translator.load(_translator_folder(args.translator))
+        path = export_ctranslate2(translator, output_dir, quantization=args.quantization, overwrite=args.overwrite)
+        print(f"exported: {path} (CTranslate2, {args.quantization or 'float32'} weights); translate with: "
+              f"keras-attention translate {path} --engine ctranslate2")
+        return 0
     from keras_attention.serving import export
 
-    translator = Translator.load(args.translator)
-    path = export(translator, args.output_dir, method=args.method, beam_size=args.beam_size,
+    translator = Translator.load(_translator_folder(args.translator))
+    path = export(translator, output_dir, method=args.method, beam_size=args.beam_size,
                   length_penalty=args.length_penalty, max_length=args.max_length, version=args.version)
     print(f"exported: {path} (signatures serving_default and translate_ids, {args.method} decoding)")
     return 0

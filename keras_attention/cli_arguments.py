@@ -3,6 +3,7 @@
 import argparse
 
 from keras_attention import DATA_ENV_VAR, __version__
+from keras_attention.options import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
 from keras_attention.options import MODEL_KINDS, PRESET_NAMES
 from keras_attention.options import argument_type as checked
 
@@ -168,15 +169,25 @@ def build_parser():
     average.add_argument("--overwrite", action="store_true", help="replace an existing --output")
 
     export = commands.add_parser(
-        "export", help="write a SavedModel for TF Serving: strings in, translations out",
-        epilog="example: keras-attention export runs/en-de/translator models/translator --method beam")
-    export.add_argument("translator", help="folder written by train (…/translator)")
-    export.add_argument("output_dir", help="the model's base folder; the SavedModel goes to OUTPUT_DIR/VERSION")
-    export.add_argument("--method", default="beam", choices=("greedy", "beam"))
-    export.add_argument("--beam-size", type=checked("beam_size"), default=4)
-    export.add_argument("--length-penalty", type=checked("length_penalty"), default=0.6)
-    export.add_argument("--max-length", type=checked("max_length"), help="most output tokens (default: the translator's)")
-    export.add_argument("--version", type=int, help="version folder (default: the next free number, 1 at first)")
+        "export", help="write a SavedModel for TF Serving (strings in, translations out) or a CTranslate2 model",
+        epilog="examples: keras-attention export runs/en-de models/translator --method beam; "
+               "keras-attention export runs/en-de --format ctranslate2 -o models/en-de-ct2 --quantization int8")
+    export.add_argument("translator", help="a run folder (from train) or its translator/ folder")
+    export.add_argument("output_dir", nargs="?",
+                        help="SavedModel: the model's base folder (the SavedModel goes to OUTPUT_DIR/VERSION); "
+                             "CTranslate2: the model folder")
+    export.add_argument("-o", "--output", dest="output_flag", metavar="OUTPUT_DIR", help="the same as OUTPUT_DIR")
+    export.add_argument("--format", default="savedmodel", choices=("savedmodel", "ctranslate2"))
+    export.add_argument("--method", default="beam", choices=("greedy", "beam"), help="SavedModel only")
+    export.add_argument("--beam-size", type=checked("beam_size"), default=4, help="SavedModel only")
+    export.add_argument("--length-penalty", type=checked("length_penalty"), default=0.6, help="SavedModel only")
+    export.add_argument("--max-length", type=checked("max_length"),
+                        help="SavedModel only: most output tokens (default: the translator's)")
+    export.add_argument("--version", type=int,
+                        help="SavedModel only: version folder (default: the next free number, 1 at first)")
+    export.add_argument("--quantization", choices=QUANTIZATIONS,
+                        help="CTranslate2 only: weight type (default: float32)")
+    export.add_argument("--overwrite", action="store_true", help="CTranslate2 only: replace an existing folder")
     return parser
 
 
@@ -189,6 +200,12 @@ def _add_decoding_flags(parser):
     group.add_argument("--top-k", type=checked("top_k"))
     group.add_argument("--top-p", type=checked("top_p"))
     group.add_argument("--seed", type=int)
+    group.add_argument("--engine", default="keras", choices=("keras", "ctranslate2"),
+                       help="keras: our decoder on a translator folder; ctranslate2: a folder written by "
+                            "export --format ctranslate2 (greedy, beam or sample; length penalty as "
+                            "CTranslate2 defines it)")
+    group.add_argument("--compute-type", default="default",
+                       help="ctranslate2 engine: CTranslate2's compute type (default, int8, float16, ...)")
 
 
 def decoding_options(args):

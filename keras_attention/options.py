@@ -47,6 +47,10 @@ class Range:
 # are in `models.transformer.PRESETS` and `models.factory.RNN_PRESETS`).
 MODEL_KINDS = ("transformer", "bahdanau", "luong", "rnn")
 PRESET_NAMES = ("tiny", "small", "base", "big")
+# The weight types CTranslate2's converter accepts (`export_ctranslate2(quantization=...)`).
+CTRANSLATE2_QUANTIZATIONS = (
+    "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32"
+)
 
 COUNT = Range(int, 1)
 COUNT_OR_ZERO = Range(int, 0)

@@ -183,7 +183,9 @@ class SubwordTokenizer(tf.Module):
         return tf.strings.regex_replace(text, "^" + SUFFIX, "")
 
     def id_to_token(self, ids):
-        """Token strings of int `ids` (any shape); out-of-range ids give `[UNK]`."""
+        """Token strings of int `ids` (any shape, dense or ragged); out-of-range ids give `[UNK]`."""
+        if isinstance(ids, tf.RaggedTensor):
+            return ids.with_flat_values(self.id_to_token(ids.flat_values))
         ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)
         ids = tf.where((ids < 0) | (ids >= self.vocab_size), self.unk_id, ids)
         return self._lookup_tokens(ids)

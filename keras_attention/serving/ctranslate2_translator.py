@@ -1,0 +1,152 @@
+"""`CTranslate2Translator`: sentences to sentences with a model exported by `export_ctranslate2`.
+
+CTranslate2 works on token strings. This class runs our WordPiece tokenizers
+(the ones the model was trained with, read from `keras_attention.json`)
+before and after it, and follows `Translator`'s conventions: the source is cut
+to `max_source_length` tokens (with a warning), an empty sentence translates
+to "", and the result is a `Translation`.
+
+Decoding differs from ours in one documented way: CTranslate2's beam search
+divides a hypothesis' log-probability by `length ** length_penalty`, where our
+beam search divides by GNMT's `((5 + length) / 6) ** length_penalty`. Greedy
+decoding is the same algorithm: on the same weights it gives the same tokens
+up to float rounding.
+"""
+
+import warnings
+
+import numpy as np
+
+from keras_attention.data.tokenizers import SubwordTokenizer
+from keras_attention.decoding.translator import METHODS, Translation
+from keras_attention.layers.validation import check_choice, check_positive_int
+from keras_attention.serving.ctranslate2_export import read_export_metadata, require_ctranslate2
+
+__all__ = ["CTranslate2Translator"]
+
+
+class CTranslate2Translator:
+    """Translate raw sentences with a CTranslate2 model folder.
+
+    Args:
+        model_dir: str. A folder written by `export_ctranslate2` (or
+            `keras-attention export RUN_DIR --format ctranslate2 -o DIR`).
+        device: str. `"cpu"`, `"cuda"` or `"auto"`. Defaults to `"cpu"`.
+        compute_type: str. CTranslate2's compute type (`"default"` keeps the
+            exported weights' type; `"int8"`, `"int8_float32"`, `"float16"`,
+            ... convert at load time). Defaults to `"default"`.
+        intra_threads: int. Threads per translation (0: CTranslate2 picks).
+            Defaults to 0.
+        inter_threads: int. Batches translated in parallel. Defaults to 1.
+
+    Example:
+
+    >>> translator = CTranslate2Translator("runs/en-de/ct2")  # doctest: +SKIP
+    >>> translator(["A dog runs in the park."])  # doctest: +SKIP
+    ['Ein Hund rennt im Park.']
+    """
+
+    def __init__(self, model_dir, device="cpu", compute_type="default", intra_threads=0, inter_threads=1):
+        ctranslate2 = require_ctranslate2()
+        config = read_export_metadata(model_dir)
+        self.model_dir = model_dir
+        self.metadata = dict(config.get("metadata") or {})
+        self.max_source_length = int(config["max_source_length"])
+        self.max_target_length = int(config["max_target_length"])
+        self.source_tokenizer = SubwordTokenizer.from_config(config["source_tokenizer"])
+        self.target_tokenizer = SubwordTokenizer.from_config(config["target_tokenizer"])
+        try:
+            self.engine = ctranslate2.Translator(
+                model_dir, device=device, compute_type=compute_type, intra_threads=intra_threads,
+                inter_threads=inter_threads,
+            )
+        except (RuntimeError, ValueError) as error:  # a damaged model.bin, an unknown compute type
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise ValueError(f"{model_dir}: CTranslate2 cannot load this model ({reason}).") from None
+
+    @property
+    def languages(self):
+        """`(source, target)` language codes, `None` where unknown."""
+        return self.metadata.get("source_language"), self.metadata.get("target_language")
+
+    def source_tokens(self, sentences):
+        """Token strings of each sentence, cut to leave room for [START] and [END]; and how many were cut."""
+        pieces = self.source_tokenizer.id_to_token(self.source_tokenizer.tokenize(sentences)).to_list()
+        keep = self.max_source_length - 2
+        truncated = sum(len(row) > keep for row in pieces)
+        return [[p.decode("utf-8") for p in row[:keep]] for row in pieces], truncated
+
+    def translate(self, sentences, method="greedy", beam_size=4, length_penalty=0.6, temperature=1.0,
+                  top_k=None, top_p=None, seed=None, max_batch_size=32, return_attention=False):
+        """Translate a list of sentences.
+
+        Args:
+            sentences: list of str (or a single str).
+            method: "greedy", "beam" or "sample". Defaults to "greedy".
+            beam_size: int. Hypotheses kept (beam). Defaults to 4.
+            length_penalty: float >= 0. CTranslate2's exponent: the score is
+                divided by `length ** length_penalty` (beam). Defaults to 0.6.
+            temperature: float. Sampling temperature (sample). Defaults to 1.
+            top_k: int or None. Sample from the k most likely tokens (sample).
+            top_p: float or None. Sample from the smallest set of tokens
+                whose probability reaches p (sample).
+            seed: int or None. CTranslate2's random seed (sample).
+            max_batch_size: int. Sentences CTranslate2 decodes together.
+                Defaults to 32.
+            return_attention: must be False: attention maps come from
+                `Translator` (our decoder).
+
+        Returns:
+            A `Translation` (no attention). An empty or whitespace-only
+            sentence translates to "" without running the model.
+        """
+        check_choice("method", method, METHODS)
+        if return_attention:
+            raise ValueError("CTranslate2Translator does not return attention maps; use `Translator` "
+                             "(--engine keras). Received: return_attention=True")
+        max_batch_size = check_positive_int("max_batch_size", max_batch_size)
+        if isinstance(sentences, str):
+            sentences = [sentences]
+        sentences = [s if isinstance(s, str) else bytes(s).decode("utf-8", "replace") for s in sentences]
+        filled = [i for i, s in enumerate(sentences) if s.strip()]
+        texts, tokens, scores = [""] * len(sentences), [[]] * len(sentences), np.zeros(len(sentences), "float32")
+        if not filled:
+            return Translation(texts, np.zeros((len(sentences), 0), "int32"), scores)
+        source, truncated = self.source_tokens([sentences[i] for i in filled])
+        if truncated:
+            warnings.warn(
+                f"{truncated} of {len(filled)} sentences are longer than "
+                f"max_source_length={self.max_source_length} tokens and were truncated.",
+                stacklevel=2,
+            )
+        options = self._options(method, beam_size, length_penalty, temperature, top_k, top_p, seed)
+        results = self.engine.translate_batch(source, max_batch_size=max_batch_size, return_scores=True,
+                                              return_end_token=True, **options)
+        target = self.target_tokenizer
+        for i, result in zip(filled, results):
+            tokens[i] = [int(t) for t in target.token_to_id(result.hypotheses[0]).numpy()] if result.hypotheses[0] else []
+            scores[i] = result.scores[0]
+        width = max(len(row) for row in tokens)
+        ids = np.zeros((len(sentences), width), "int32")
+        for i, row in enumerate(tokens):
+            ids[i, :len(row)] = row
+        for i, text in zip(filled, target.detokenize(ids[filled]).numpy()):
+            texts[i] = text.decode("utf-8")
+        return Translation(texts, ids, scores, truncated=truncated)
+
+    def __call__(self, sentences, method="greedy", **options):
+        """`translate(...).texts`: a list of translated strings."""
+        return self.translate(sentences, method=method, **options).texts
+
+    def _options(self, method, beam_size, length_penalty, temperature, top_k, top_p, seed):
+        # min_decoding_length=0: like ours, [END] may come first; max counts [END] as ours does.
+        options = dict(max_decoding_length=self.max_target_length, min_decoding_length=0)
+        if method == "greedy":
+            return dict(options, beam_size=1)
+        if method == "beam":
+            return dict(options, beam_size=check_positive_int("beam_size", beam_size),
+                        length_penalty=float(length_penalty))
+        if seed is not None:
+            require_ctranslate2().set_random_seed(int(seed))
+        return dict(options, beam_size=1, sampling_temperature=float(temperature),
+                    sampling_topk=int(top_k or 0), sampling_topp=float(top_p or 1.0))
