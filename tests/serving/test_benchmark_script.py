@@ -24,3 +24,32 @@ def test_benchmark_script_quick(exports, multi30k_dir, tmp_path):
     assert rows == [("greedy", 1, 8), ("greedy", 4, 8), (beam, 1, 8), (beam, 4, 8)]
     assert all(r["sentences_per_second"] > 0 for r in report["results"])
     assert "sentences/s" in done.stdout
+
+
+INFERENCE_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "benchmark_inference.py")
+
+
+def test_inference_benchmark_quick(translator, multi30k_dir, tmp_path):
+    translator.save(str(tmp_path / "translator"))
+    out = tmp_path / "inference.json"
+    done = subprocess.run(
+        [sys.executable, "-u", INFERENCE_SCRIPT, str(tmp_path / "translator"), "--quick",
+         "--engines", "savedmodel", "ctranslate2", "--data-dir", multi30k_dir, "--json", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    keys = {"engine", "precision", "method", "batch_size", "sentences_per_second", "target_tokens_per_second",
+            "peak_rss_mb"}
+    cases = [(r["engine"], r["precision"], r["method"], r["batch_size"]) for r in report["results"]]
+    assert sorted(cases) == sorted((engine, precision, method, 4) for engine, precision in
+                                   (("savedmodel", "float32"), ("ctranslate2", "float32"), ("ctranslate2", "int8"))
+                                   for method in ("greedy", "beam"))
+    for result in report["results"]:
+        assert keys <= set(result) and result["sentences_per_second"] > 0 and 50 < result["peak_rss_mb"] < 20000
+    # The same weights decoded greedily by two engines: the same sentences.
+    assert report["greedy_identical_fraction"] == 1.0
+    assert report["bleu"]["savedmodel/float32/greedy"] == report["bleu"]["ctranslate2/float32/greedy"]
+    assert set(report["ratios"]) == {"savedmodel_over_ctranslate2_float32_beam_batch4",
+                                     "savedmodel_over_ctranslate2_int8_beam_batch4"}
+    assert "tokens/s" in done.stdout and report["device"]

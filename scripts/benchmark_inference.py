@@ -1,0 +1,227 @@
+"""Inference speed of one trained Transformer: our SavedModel and Translator against CTranslate2.
+
+One run, one model, the same sentences (Multi30k test_2016_flickr, 1,000
+English sentences by default) through every path:
+
+- `savedmodel`: our export (`keras_attention.serving.export`), loaded with
+  TensorFlow and TensorFlow Text only, called through `serving_default`;
+- `translator`: our Python `Translator` (the same decoder, run from Python);
+- `ctranslate2`: the model exported with `export_ctranslate2`, float32 and
+  int8 weights, `intra_threads` = the cores, through `CTranslate2Translator`.
+
+Each path decodes greedy and beam 4 (length penalty 0.6: GNMT's formula for
+ours, `length ** 0.6` for CTranslate2), in batches of 1 and 32. Each case runs
+in its own process (so its peak resident memory is its own), translates the
+sentences once to warm up and then `--rounds` times; the figure is the median
+round. Target tokens are counted the same way for every path: the WordPiece
+pieces of its output text. BLEU (sacreBLEU 13a) of each path's output, and the
+share of sentences whose greedy output is the same in CTranslate2 float32 and
+in our SavedModel, go in the JSON too.
+
+    python -u scripts/benchmark_inference.py runs/multi30k/transformer-en-de \\
+        --json benchmarks/inference.json
+
+`--quick` (4 sentences, 1 round, batches of 4) is for the tests.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+METHODS = {"greedy": {}, "beam": dict(beam_size=4, length_penalty=0.6)}
+
+
+def read_pairs(data_dir, source, target, limit):
+    def lines(language):
+        with gzip.open(os.path.join(data_dir, f"test_2016_flickr.{language}.gz"), "rt", encoding="utf-8") as f:
+            return f.read().split("\n")[:-1]
+
+    sources, references = lines(source), lines(target)
+    return sources[:limit], references[:limit]
+
+
+# One case, in a child process -------------------------------------------------------------
+
+
+def _translate_function(case):
+    """`(sentences) -> list of str` for the case's engine, loaded as a user would load it."""
+    engine, options = case["engine"], METHODS[case["method"]]
+    if engine == "savedmodel":
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+
+        signature = tf.saved_model.load(case["path"]).signatures["serving_default"]
+        return lambda batch: [t.decode("utf-8") for t in signature(sentences=tf.constant(batch))["translations"].numpy()]
+    if engine == "translator":
+        from keras_attention.decoding.translator import Translator
+
+        translator = Translator.load(case["path"])
+        return lambda batch: translator(batch, method=case["method"], **options)
+    from keras_attention.serving import CTranslate2Translator
+
+    translator = CTranslate2Translator(case["path"], device=case["device"], intra_threads=os.cpu_count())
+    return lambda batch: translator.translate(batch, method=case["method"], max_batch_size=len(batch), **options).texts
+
+
+def run_case(case):
+    """Warm up, then `rounds` timed passes; the median seconds, the outputs, the peak RSS."""
+    translate = _translate_function(case)
+    sentences, size = case["sentences"], case["batch_size"]
+    batches = [sentences[i: i + size] for i in range(0, len(sentences), size)]
+    outputs = [t for batch in batches for t in translate(batch)]  # warm-up (traces, loads)
+    seconds = []
+    for _ in range(case["rounds"]):
+        start = time.perf_counter()
+        for batch in batches:
+            translate(batch)
+        seconds.append(time.perf_counter() - start)
+    return {"seconds": statistics.median(seconds), "rounds": seconds, "outputs": outputs,
+            "peak_rss_mb": peak_rss_mb()}
+
+
+def peak_rss_mb():
+    """This process' peak resident memory: `VmHWM` (Linux), else `ru_maxrss`.
+
+    `ru_maxrss` survives `exec` on Linux (a child started from a large
+    parent reports the parent's peak), so `/proc/self/status` comes first.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            return round(next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024, 1)
+    except (OSError, StopIteration):
+        scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
+        return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20, 1)
+
+
+def _in_child(case, work):
+    case_file = os.path.join(work, "case.json")
+    with open(case_file, "w", encoding="utf-8") as f:
+        json.dump(case, f)
+    done = subprocess.run([sys.executable, "-u", os.path.abspath(__file__), "--case", case_file],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{case['engine']} {case['method']} batch {case['batch_size']} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# The run ------------------------------------------------------------------------------------
+
+
+def _exports(translator_dir, work):
+    """Write the SavedModels (greedy, beam 4) and the CTranslate2 models (float32, int8)."""
+    from keras_attention.decoding.translator import Translator
+    from keras_attention.serving import export, export_ctranslate2
+
+    translator = Translator.load(translator_dir)
+    paths = {("savedmodel", "float32", method): export(translator, os.path.join(work, f"saved-{method}"),
+                                                       method=method, **METHODS[method])
+             for method in METHODS}
+    for precision, quantization in (("float32", None), ("int8", "int8")):
+        path = export_ctranslate2(translator, os.path.join(work, f"ct2-{precision}"), quantization=quantization)
+        paths.update({("ctranslate2", precision, method): path for method in METHODS})
+    paths.update({("translator", "float32", method): translator_dir for method in METHODS})
+    return translator, paths
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("translator", nargs="?", help="a run folder (from train) or its translator/ folder (a Transformer)")
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: the JSON file of one case to run here
+    default_data = os.path.join(os.environ.get("KERAS_ATTENTION_DATA", ""), "multi30k")
+    parser.add_argument("--data-dir", default=default_data, help="folder of the Multi30k .gz files")
+    parser.add_argument("--sentences", type=int, default=1000, help="test sentences to translate (default: 1000)")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32])
+    parser.add_argument("--rounds", type=int, default=3, help="timed passes per case; the median is reported")
+    parser.add_argument("--engines", nargs="+", default=["savedmodel", "translator", "ctranslate2"],
+                        choices=["savedmodel", "translator", "ctranslate2"])
+    parser.add_argument("--quick", action="store_true", help="4 sentences, 1 round, batches of 4: for the tests")
+    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    args = parser.parse_args(argv)
+    if args.case:
+        with open(args.case, encoding="utf-8") as f:
+            print(json.dumps(run_case(json.load(f))))
+        return 0
+    if not args.translator:
+        parser.error("give the translator (a run folder or its translator/ folder)")
+    if args.quick:
+        args.sentences, args.rounds, args.batch_sizes = 4, 1, [4]
+
+    sys.path.insert(0, HERE)
+    from timing import device, write_json
+
+    import ctranslate2
+
+    from keras_attention.training.evaluation import corpus_scores
+
+    folder = args.translator
+    if not os.path.isfile(os.path.join(folder, "translator.json")) and os.path.isdir(os.path.join(folder, "translator")):
+        folder = os.path.join(folder, "translator")
+    ct2_device = "cuda" if ctranslate2.get_cuda_device_count() else "cpu"
+    with tempfile.TemporaryDirectory() as work:
+        translator, paths = _exports(folder, work)
+        source, target = translator.languages
+        sentences, references = read_pairs(args.data_dir, source or "en", target or "de", args.sentences)
+        print(f"{len(sentences)} test sentences {source}->{target}; TensorFlow on {device()}; "
+              f"CTranslate2 {ctranslate2.__version__} on {ct2_device}; {args.rounds} rounds, median", flush=True)
+        results, texts = [], {}
+        for (engine, precision, method), path in paths.items():
+            if engine not in args.engines:
+                continue
+            for batch_size in args.batch_sizes:
+                case = dict(engine=engine, precision=precision, method=method, batch_size=batch_size, path=path,
+                            sentences=sentences, rounds=args.rounds, device=ct2_device)
+                measured = _in_child(case, work)
+                outputs = measured.pop("outputs")
+                texts[(engine, precision, method)] = outputs
+                tokens = int(translator.target_tokenizer.tokenize(outputs).row_lengths().numpy().sum())
+                seconds = measured["seconds"]
+                results.append(dict(
+                    engine=engine, precision=precision, method=method, batch_size=batch_size,
+                    sentences_per_second=round(len(sentences) / seconds, 2),
+                    target_tokens_per_second=round(tokens / seconds, 1), peak_rss_mb=measured["peak_rss_mb"],
+                    seconds=round(seconds, 3), rounds=[round(s, 3) for s in measured["rounds"]],
+                ))
+                r = results[-1]
+                print(f"{engine:<12} {precision:<8} {method:<7} batch {batch_size:>3}: "
+                      f"{r['sentences_per_second']:8.2f} sentences/s {r['target_tokens_per_second']:9.1f} tokens/s "
+                      f"peak RSS {r['peak_rss_mb']:7.1f} MB", flush=True)
+
+    bleu = {f"{engine}/{precision}/{method}": round(corpus_scores(out, references)["bleu"], 2)
+            for (engine, precision, method), out in texts.items()}
+    ours, theirs = texts.get(("savedmodel", "float32", "greedy")), texts.get(("ctranslate2", "float32", "greedy"))
+    identical = None if ours is None or theirs is None else sum(a == b for a, b in zip(ours, theirs)) / len(ours)
+
+    def tokens_per_second(engine, precision, method, batch_size):
+        return next((r["target_tokens_per_second"] for r in results if (r["engine"], r["precision"], r["method"],
+                     r["batch_size"]) == (engine, precision, method, batch_size)), None)
+
+    batch = max(args.batch_sizes)
+    ratios = {}
+    for precision in ("float32", "int8"):
+        ours_tps, theirs_tps = tokens_per_second("savedmodel", "float32", "beam", batch), \
+            tokens_per_second("ctranslate2", precision, "beam", batch)
+        if ours_tps and theirs_tps:
+            ratios[f"savedmodel_over_ctranslate2_{precision}_beam_batch{batch}"] = round(ours_tps / theirs_tps, 3)
+    print(f"BLEU: {bleu}")
+    print(f"greedy outputs identical (SavedModel vs CTranslate2 float32): {identical}")
+    print(f"tokens/s ratios: {ratios}")
+    write_json(args.json, {
+        "model": folder, "sentences": len(sentences), "rounds": args.rounds, "ctranslate2": ctranslate2.__version__,
+        "ctranslate2_device": ct2_device, "intra_threads": os.cpu_count(),
+        "greedy_identical_fraction": identical, "bleu": bleu, "ratios": ratios, "results": results,
+    })
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
