@@ -213,7 +213,25 @@ def embedding_init():
                   provenance(r, "embedding_init.json", r["command"])])
 
 
-RENDERERS = {"rnn_training": rnn_training, "embedding_init": embedding_init, "data_pipeline": data_pipeline, "multi30k": multi30k, "training": training, "decoding": decoding,
+def inference():
+    r = load("inference")
+    labels = {"savedmodel": "our SavedModel", "translator": "our `Translator`", "ctranslate2": "CTranslate2"}
+    rows = [(labels[row["engine"]], row["precision"], "greedy" if row["method"] == "greedy" else "beam 4",
+             row["batch_size"], f"{row['sentences_per_second']:.1f}", f"{row['target_tokens_per_second']:,.0f}",
+             f"{row['peak_rss_mb']:,.0f} MB") for row in r["results"]]
+    ratios = "; ".join(f"{name.replace('_', ' ')}: {value:.2f}x" for name, value in r["ratios"].items())
+    scores = ", ".join(f"{name} {value:.2f}" for name, value in r["bleu"].items())
+    identical = r["greedy_identical_fraction"]
+    return table(["engine", "weights", "decoding", "batch", "sentences/s", "target tokens/s", "peak RSS"], rows,
+                 [f"One Transformer, the first {r['sentences']:,} sentences of test_2016_flickr, median of "
+                  f"{r['rounds']} rounds; CTranslate2 {r['ctranslate2']} on {r['ctranslate2_device']} with "
+                  f"{r['intra_threads']} threads. Target tokens/s ratios (ours over CTranslate2): {ratios}.",
+                  f"Greedy outputs identical in our SavedModel and CTranslate2 float32: "
+                  + ("not measured" if identical is None else f"{identical:.1%}") + f". BLEU (13a): {scores}.",
+                  provenance(r, "inference.json", r["command"])])
+
+
+RENDERERS = {"inference": inference, "rnn_training": rnn_training, "embedding_init": embedding_init, "data_pipeline": data_pipeline, "multi30k": multi30k, "training": training, "decoding": decoding,
              "serving": serving, "attention": attention, "distribution": distribution}
 
 

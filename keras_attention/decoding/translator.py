@@ -130,6 +130,22 @@ class Translator(tf.Module):
             self.model, source_ids, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, **common
         )
 
+    def _compiled_decoder(self, method, return_attention, options):
+        """`decode_ids` as a `tf.function` of any batch size and length, one per decoding setting.
+
+        Run eagerly, the decoding loop dispatches every op of every step from
+        Python; traced once, a sentence decodes as fast as in the exported
+        SavedModel (scripts/benchmark_inference.py measures both).
+        """
+        key = (method, bool(return_attention), tuple(sorted(options.items())))
+        decoders = self.__dict__.setdefault("_decoders", {})  # not a tracked attribute of the tf.Module
+        if key not in decoders:
+            decoders[key] = tf.function(
+                lambda ids: self.decode_ids(ids, method=method, return_attention=return_attention, **options),
+                input_signature=[tf.TensorSpec([None, None], tf.int32)],
+            )
+        return decoders[key]
+
     # Python API ---------------------------------------------------------------
 
     def translate(self, sentences, method="greedy", return_attention=False, **options):
@@ -167,7 +183,10 @@ class Translator(tf.Module):
                 f"max_source_length={self.max_source_length} tokens and were truncated.",
                 stacklevel=2,
             )
-        result = self.decode_ids(ids, method=method, return_attention=return_attention, **options)
+        if method == "sample":  # eager, so that `seed` gives the same draws as it always has
+            result = self.decode_ids(ids, method=method, return_attention=return_attention, **options)
+        else:
+            result = self._compiled_decoder(method, return_attention, options)(ids)
         tokens = np.asarray(result.tokens)
         texts = [t.decode("utf-8") for t in self.target_tokenizer.detokenize(tokens).numpy()]
         translation = Translation(texts, tokens, np.asarray(result.scores), truncated=truncated)

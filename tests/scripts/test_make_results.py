@@ -50,3 +50,22 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
     assert "| transformer (small) | en->de | 12 | 30.0 / 30.6 | 31.0 / 30.6 | not scored | 55.0 | 10 min | 1,234 " \
            "| abc1234 |" in table
     assert table.count("| RNN without attention (small) |") == 2 and table.count("not scored") == 14
+
+
+def test_the_inference_table(tmp_path, monkeypatch):
+    figures = {
+        "command": "python scripts/benchmark_inference.py run", "date": "2026-01-02", "machine": "a CPU, 2 cores",
+        "device": "CPU", "sentences": 1000, "rounds": 3, "ctranslate2": "4.8.5", "ctranslate2_device": "cpu",
+        "intra_threads": 2, "greedy_identical_fraction": 0.996,
+        "bleu": {"savedmodel/float32/greedy": 37.31, "ctranslate2/float32/greedy": 37.29},
+        "ratios": {"savedmodel_over_ctranslate2_float32_beam_batch32": 0.412},
+        "results": [{"engine": "ctranslate2", "precision": "int8", "method": "beam", "batch_size": 32,
+                     "sentences_per_second": 123.45, "target_tokens_per_second": 1734.5, "peak_rss_mb": 640.2}],
+    }
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "inference.json").write_text(json.dumps(figures))
+    monkeypatch.setattr(make_results, "ROOT", str(tmp_path))
+    out = make_results.inference()
+    assert "| CTranslate2 | int8 | beam 4 | 32 | 123.5 | 1,734 | 640 MB |" in out
+    assert "savedmodel over ctranslate2 float32 beam batch32: 0.41x" in out
+    assert "CTranslate2 float32: 99.6%" in out and "ctranslate2/float32/greedy 37.29" in out
