@@ -148,7 +148,7 @@ def _run(args):
     options = decoding_options(args)
     if args.command == "evaluate":
         from keras_attention.training.evaluation import evaluate_bleu
-        from keras_attention.training.recipe import load_splits
+        from keras_attention.training.corpus import load_splits
 
         args.source, args.target = _languages(args, translator)
         config = data_config(args)

@@ -217,7 +217,7 @@ def decoding_options(args):
 
 
 def config_from_args(args):
-    from keras_attention.training.recipe import TrainConfig
+    from keras_attention.training.config import TrainConfig
 
     return TrainConfig(
         model=args.model, preset=args.preset, **_reading_fields(args),
@@ -235,14 +235,14 @@ def config_from_args(args):
 
 def data_config(args):
     """The `TrainConfig` naming only the corpus (for `evaluate`)."""
-    from keras_attention.training.recipe import TrainConfig
+    from keras_attention.training.config import TrainConfig
 
     return TrainConfig(**_corpus_fields(args))
 
 
 def prepare_config(args):
     """The `TrainConfig` of `prepare`: the corpus, its reading and its vocabulary."""
-    from keras_attention.training.recipe import TrainConfig
+    from keras_attention.training.config import TrainConfig
 
     return TrainConfig(**_reading_fields(args))
 

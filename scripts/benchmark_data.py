@@ -129,7 +129,7 @@ def measure(args):
     import tensorflow as tf
 
     from keras_attention import data
-    from keras_attention.training.recipe import STATS_SAMPLE
+    from keras_attention.training.corpus import STATS_SAMPLE
 
     source_tok, target_tok = data.PreparedCorpus(args.prepared).tokenizers()
     if args.measure == "raw":

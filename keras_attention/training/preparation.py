@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from keras_attention import data
 from keras_attention.data.records import check_output
-from keras_attention.training.recipe import build_tokenizers, load_splits
+from keras_attention.training.corpus import build_tokenizers, load_splits
 
 
 def prepare(config, output_dir, shard_size=200_000, overwrite=False):

@@ -1,0 +1,138 @@
+"""`TrainConfig`: every setting of a training job, checked when it is made."""
+
+import dataclasses
+
+from keras_attention.options import check_options
+
+DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
+# The user's own corpora: cleaned by default (word limits as Moses' clean-corpus-n).
+USER_FILES = ("files", "tsv", "wmt14")
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Everything a training run depends on (the CLI's `train` flags).
+
+    Attributes:
+        model: "transformer", "bahdanau", "luong" or "rnn".
+        preset: "tiny", "small", "base" or "big".
+        dataset: "multi30k", "dates" (generated), "files" (aligned text
+            files, shards and globs allowed), "tsv" (tab-separated files),
+            "tfds" (a TFDS data set), "wmt14" (local WMT14 en-de files in
+            `data_dir`) or "prepared" (a folder from `keras-attention prepare`
+            in `data_dir`).
+        source, target: language codes (Multi30k: en, de, fr, cs; TFDS: the
+            data set's feature names).
+        data_dir: folder holding the corpus (Multi30k files, TFDS data).
+        train_files, valid_files, test_files: for "files": (source, target)
+            paths or glob patterns; for "tsv": a 1-tuple with the path.
+        tfds_name: for "tfds", e.g. "wmt14_translate/de-en".
+        vocab_size: WordPiece vocabulary size per language.
+        target_vocab_size: a different size for the target side, or None.
+        lower_case: lower-case text before tokenizing.
+        max_length: longest tokenized sentence (markers included); longer
+            training pairs are dropped, longer test sources truncated.
+        epochs, batch_size: as in `fit` (batch_size is the global batch).
+        batch_tokens: a token budget per batch instead of `batch_size` (each
+            length bucket gets as many pairs as fit).
+        learning_rate: None for the model's default (the warm-up schedule for
+            the Transformer, 1e-3 for RNNs).
+        warmup_steps: Transformer warm-up; None means 5% of all steps.
+        label_smoothing: epsilon of the loss.
+        strategy, precision, jit_compile: see `training.distribution` (XLA
+            is used with one replica only).
+        cpu_dropout: cheaper dropout random numbers under XLA on a CPU (see
+            `keras_attention.cpu_dropout`; without effect on a GPU).
+        output_dir: where checkpoints, the translator and results go (other
+            tasks than the chief of a multi-worker cluster use a subfolder).
+        backup_every_steps: back up the training state every N steps (and at
+            each epoch end), or None for epoch ends only; a killed run started
+            again with `resume=True` continues from the backup.
+        resume: continue the run in `output_dir` from its backup (or start
+            one if the folder holds none). Defaults to False.
+        overwrite: start again in an `output_dir` that holds a run; the old
+            run is deleted only once the new one has finished (see
+            `training.run_folder`). Without `resume` or `overwrite`, a
+            folder holding a run is an error. Defaults to False.
+        keep_backup: keep `backup/` after the run (it is removed otherwise),
+            so that `resume=True` with more `epochs` extends the run
+            instead of starting again. The extension continues the optimizer
+            from the last step, and the learning-rate schedule too when it
+            does not depend on the epoch count (a fixed rate, or an explicit
+            `warmup_steps`); its epochs are shuffled afresh.
+        keep_checkpoints: keep the weights of the last N epochs in
+            `checkpoints/` for checkpoint averaging (0: none).
+        max_train_examples: use only the first N training pairs (quick runs).
+        max_test_examples: score only the first N test pairs after training
+            (quick runs); None for the whole test split.
+        bleu_sample: validation sentences decoded by the BLEU callback.
+        seed: random seed for weights and shuffling.
+        overrides: extra model constructor arguments.
+        strict_data: a bad training line (not UTF-8, empty side, too long,
+            too unequal) is an error naming file and line, instead of being
+            skipped and counted.
+        clean: for the user's corpora ("files", "tsv", "wmt14"), skip pairs
+            over `max_words` words or with a word ratio over `max_ratio`.
+        max_words, max_ratio: the cleaning limits.
+        vocab_sample: the vocabularies learn from at most this many training
+            sentences, spread over the corpus.
+        joint_vocabulary: one vocabulary learned from both sides, for both.
+        share_embeddings: one embedding matrix for the source, the target and
+            the output projection (Transformer only; needs one vocabulary:
+            `joint_vocabulary`, or a prepared corpus made with it).
+        cache_limit: corpora of at most this many pairs are tokenized once
+            and kept in memory; larger ones stream from disk each epoch.
+    """
+
+    model: str = "transformer"
+    preset: str = "small"
+    dataset: str = "multi30k"
+    source: str = "en"
+    target: str = "de"
+    data_dir: str = None
+    train_files: tuple = None
+    valid_files: tuple = None
+    test_files: tuple = None
+    tfds_name: str = None
+    vocab_size: int = 8000
+    target_vocab_size: int = None
+    lower_case: bool = False
+    max_length: int = 64
+    epochs: int = 10
+    batch_size: int = 64
+    batch_tokens: int = None
+    learning_rate: float = None
+    warmup_steps: int = None
+    label_smoothing: float = 0.1
+    strategy: str = "auto"
+    precision: str = "float32"
+    jit_compile: bool = True
+    cpu_dropout: bool = True
+    output_dir: str = "runs/latest"
+    backup_every_steps: int = None
+    resume: bool = False
+    overwrite: bool = False
+    keep_backup: bool = False
+    keep_checkpoints: int = 5
+    max_train_examples: int = None
+    max_test_examples: int = None
+    bleu_sample: int = 200
+    seed: int = 0
+    overrides: dict = dataclasses.field(default_factory=dict)
+    strict_data: bool = False
+    clean: bool = True
+    max_words: int = 250
+    max_ratio: float = 9.0
+    vocab_sample: int = 1_000_000
+    joint_vocabulary: bool = False
+    share_embeddings: bool = False
+    cache_limit: int = 200_000
+
+    def __post_init__(self):
+        check_options(self)  # the ranges the command line checks too
+        if self.share_embeddings and self.model != "transformer":
+            raise ValueError("--share-embeddings is for the Transformer (an RNN's source and target "
+                             f"embeddings differ in use). Received: --model {self.model}")
+        if self.share_embeddings and not self.joint_vocabulary and self.dataset != "prepared":
+            raise ValueError("--share-embeddings needs one vocabulary for both languages: add "
+                             "--joint-vocabulary. Received: separate vocabularies")

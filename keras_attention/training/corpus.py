@@ -1,0 +1,280 @@
+"""The training job's data: the splits of a corpus, its vocabularies, and batches ready for `fit`.
+
+`prepare_data(config, strategy)` is the first step of `train`: it reads the
+corpus the `TrainConfig` names, learns (or reads) the vocabularies, and makes
+the training and validation batches, cached in memory for a small corpus and
+streamed from disk for a large one.
+"""
+
+import dataclasses
+import time
+
+import tensorflow as tf
+
+from keras_attention import data
+from keras_attention.training import distribution
+from keras_attention.training.config import DATASETS, USER_FILES
+
+# Pairs whose lengths are measured before training when a corpus streams.
+STATS_SAMPLE = 100_000
+
+
+def load_splits(config, report=None):
+    """(train, valid, test) datasets of string pairs, and a sentence saying what they are.
+
+    `report`, a `data.CorpusReport`, counts what the training split skips.
+    Only the training split is cleaned; validation and test sets are read as
+    they are (but for empty lines, skipped).
+    """
+    train_options = _train_text_options(config, report)
+    if config.dataset == "multi30k":
+        load = lambda split, **kw: data.load_multi30k(config.source, config.target, split, config.data_dir, **kw)  # noqa: E731
+        splits = load("train", report=report), load("val"), load("test_2016_flickr")
+        return splits, f"Multi30k {config.source}->{config.target}"
+    if config.dataset == "dates":
+        sizes = {"train": config.max_train_examples or 20000, "val": 1000, "test": 1000}
+        splits = tuple(data.load_dates(n, split, seed=config.seed) for split, n in sizes.items())
+        return splits, "the generated dates corpus (human dates -> ISO 8601)"
+    if config.dataset == "files":
+        given = {"--train-files": config.train_files, "--valid-files": config.valid_files,
+                 "--test-files": config.test_files}
+        for flag, paths in given.items():
+            if paths and len(paths) != 2:
+                raise ValueError(f"{flag} takes SOURCE TARGET (paths or glob patterns). "
+                                 f"Received: {flag} {' '.join(paths)}")
+        named = [paths for paths in given.values() if paths]
+        if not named:
+            raise ValueError("--dataset files needs --train-files SOURCE TARGET (to evaluate: --test-files "
+                             "or --valid-files). Received: none of them")
+        splits = (data.load_parallel_files(*config.train_files, **train_options) if config.train_files else None,
+                  *(data.load_parallel_files(*paths) if paths else None
+                    for paths in (config.valid_files, config.test_files)))
+        return splits, f"parallel files {named[0][0]} / {named[0][1]}"
+    if config.dataset == "tsv":
+        if not config.train_files:
+            raise ValueError("--dataset tsv needs --train-files FILE. Received: --train-files (none)")
+        splits = (data.load_tsv(config.train_files[0], **train_options),
+                  *(data.load_tsv(paths[0]) if paths else None
+                    for paths in (config.valid_files, config.test_files)))
+        return splits, f"TSV file {config.train_files[0]}"
+    if config.dataset == "wmt14":
+        load = lambda split, **kw: data.load_wmt14(config.source, config.target, split, config.data_dir, **kw)  # noqa: E731
+        splits = load("train", **train_options), load("validation"), load("test")
+        return splits, f"WMT14 {config.source}->{config.target} ({config.data_dir})"
+    if config.dataset == "tfds":
+        load = lambda split: data.load_tfds_translation(  # noqa: E731
+            config.tfds_name, config.source, config.target, split, config.data_dir
+        )
+        return (load("train"), load("validation"), load("test")), f"TFDS {config.tfds_name}"
+    if config.dataset == "prepared":
+        corpus = data.PreparedCorpus(config.data_dir)
+        splits = [None] + [data.load_parallel_files(*files) if files else None
+                           for files in (corpus.text_split("valid"), corpus.text_split("test"))]
+        return tuple(splits), f"prepared corpus {config.data_dir} ({corpus.num_pairs:,} pairs)"
+    raise ValueError(f"`dataset` must be one of {DATASETS}. Received: dataset={config.dataset!r}")
+
+
+def _train_text_options(config, report):
+    """The streaming loaders' options for the training split of the user's own files."""
+    clean = config.clean and config.dataset in USER_FILES
+    return dict(strict=config.strict_data, report=report, with_locations=config.strict_data,
+                max_words=config.max_words if clean else None,
+                max_ratio=config.max_ratio if clean else None)
+
+
+def _source_side(source, target, *location):
+    return source
+
+
+def _target_side(source, target, *location):
+    return target
+
+
+def _sides(pairs):
+    return pairs.map(_source_side), pairs.map(_target_side)
+
+
+def build_tokenizers(config, train_pairs, total):
+    """Source and target tokenizers learned from a bounded sample of the training pairs."""
+    source_texts, target_texts = _sides(train_pairs)
+    options = dict(lower_case=config.lower_case, max_sentences=config.vocab_sample)
+    if config.joint_vocabulary:
+        both = source_texts.concatenate(target_texts)
+        joint = data.SubwordTokenizer.from_dataset(
+            both, config.target_vocab_size or config.vocab_size,
+            total=2 * total if total else None, **options)
+        return joint, joint
+    source_tok = data.SubwordTokenizer.from_dataset(source_texts, config.vocab_size, total=total, **options)
+    target_size = config.target_vocab_size or config.vocab_size
+    target_tok = data.SubwordTokenizer.from_dataset(target_texts, target_size, total=total, **options)
+    return source_tok, target_tok
+
+
+def _estimate_steps(pairs, stats, config):
+    """About how many batches one pass over `pairs` pairs gives (for the warm-up)."""
+    kept = pairs * (1 - stats.long_pairs / max(stats.pairs, 1)) if stats.action == "drop" else pairs
+    if config.batch_tokens:
+        mean = float(stats.lengths.mean()) if stats.lengths.size else 1.0
+        return max(1, int(kept * mean / config.batch_tokens))
+    return max(1, int(kept / config.batch_size))
+
+
+@dataclasses.dataclass
+class TrainingData:
+    """What `prepare_data` makes ready for `fit` (see there)."""
+
+    train: tf.data.Dataset
+    valid: tf.data.Dataset
+    valid_pairs: tf.data.Dataset
+    test_pairs: tf.data.Dataset
+    source_tokenizer: data.SubwordTokenizer
+    target_tokenizer: data.SubwordTokenizer
+    steps_per_epoch: int
+    schedule_steps: int
+    max_length: int
+    description: str
+    report: data.CorpusReport
+    streaming: bool
+    prepared_counts: dict = None
+    languages: tuple = None
+
+
+def prepare_data(config, strategy):
+    """Load the corpus, learn or read the vocabularies and make the batches.
+
+    A corpus of at most `config.cache_limit` pairs is tokenized once and
+    cached, and its exact number of batches counted. A larger one streams:
+    nothing that grows with it is kept in memory, the lengths come from its
+    first `STATS_SAMPLE` pairs, an epoch is one pass (`steps_per_epoch` is
+    None) and the warm-up uses an estimate of the steps. A prepared corpus
+    streams from its shards and knows its exact number of batches.
+    """
+    report = data.CorpusReport()
+    (train_pairs, valid_pairs, test_pairs), description = load_splits(config, report)
+    if train_pairs is None and config.dataset != "prepared":
+        raise ValueError(f"Training needs a training split; {description} has none: give --train-files.")
+    workers = distribution.num_workers(strategy)
+    if config.dataset == "prepared":
+        return _prepared_data(config, valid_pairs, test_pairs, description, report, strategy)
+    total = report.lines if report.lines is not None else int(train_pairs.cardinality())
+    total = None if total is not None and total < 0 else total
+    if config.max_train_examples:
+        train_pairs = train_pairs.take(config.max_train_examples)
+        total = min(total, config.max_train_examples) if total else config.max_train_examples
+    streaming = total is None or total > config.cache_limit
+    if streaming and workers > 1:
+        raise ValueError(
+            f"A corpus of more than {config.cache_limit:,} pairs streams, and under "
+            "MultiWorkerMirroredStrategy each worker needs a known number of batches: prepare it "
+            "once with `keras-attention prepare` and train with --data-dir PREPARED. "
+            f"Received: {total or 'an unknown number of'} pairs")
+
+    started = time.time()
+    source_tok, target_tok = build_tokenizers(config, train_pairs, total)
+    print(f"Vocabularies: {source_tok.vocab_size} source and {target_tok.vocab_size} target tokens"
+          f"{' (joint)' if source_tok is target_tok else ''}, from at most {config.vocab_sample:,} "
+          f"sentences ({time.time() - started:.0f} s).")
+    report.reset()  # count the training pass only, not the vocabulary's sample
+
+    def batches(drop_remainder):
+        return data.make_translation_dataset(
+            train_pairs, source_tok, target_tok, None if config.batch_tokens else config.batch_size,
+            batch_tokens=config.batch_tokens, max_length=config.max_length,
+            bucket_boundaries="auto", pad_to_bucket_boundary=config.jit_compile,
+            drop_remainder=drop_remainder, shuffle=True, seed=config.seed, return_stats=True,
+            cache=not streaming, stats_sample=STATS_SAMPLE if streaming else None, report=report,
+            strict=config.strict_data and len(train_pairs.element_spec) == 3,
+        )
+
+    # Under XLA every new batch shape costs a compilation: pad each batch to its
+    # bucket's boundary and drop the ragged last batch, so a few shapes recur.
+    train_ds, stats = batches(drop_remainder=config.jit_compile)
+    if streaming:
+        report.reset()  # the length sample read the corpus' head: count from the first epoch on
+        steps_per_epoch, schedule_steps = None, _estimate_steps(total or STATS_SAMPLE, stats, config)
+    else:
+        train_ds, steps_per_epoch = _counted(train_ds)
+        if steps_per_epoch == 0 and config.jit_compile and stats.pairs > stats.long_pairs:
+            # A small corpus whose length buckets each hold less than a batch: keep the partial ones.
+            train_ds, steps_per_epoch = _counted(batches(drop_remainder=False)[0])
+            print(f"The training data fills no whole batch of {_batch_words(config)} in any length bucket "
+                  f"({stats.pairs - stats.long_pairs} pairs): training on partial batches, "
+                  f"{steps_per_epoch} an epoch.")
+        schedule_steps = steps_per_epoch
+    if steps_per_epoch == 0:
+        raise ValueError(f"The training data gives no batch ({stats}); raise --max-length "
+                         f"(now {config.max_length}) or give more data.")
+    boundaries = data.auto_bucket_boundaries(stats.lengths)  # those of the training batches
+    valid_ds = _valid_batches(config, valid_pairs, source_tok, target_tok, config.max_length, boundaries)
+    return TrainingData(train_ds, valid_ds, valid_pairs, test_pairs, source_tok, target_tok,
+                        steps_per_epoch, schedule_steps, config.max_length, description, report,
+                        streaming)
+
+
+def _counted(train_ds):
+    """`(dataset, batches in one pass)`, the count declared on the dataset for `fit`."""
+    steps = int(train_ds.cardinality())
+    if steps < 0:  # bucketing hides the count: count once, then declare it
+        steps = len(batch_shapes(train_ds))
+        train_ds = train_ds.apply(tf.data.experimental.assert_cardinality(steps))
+    return train_ds, steps
+
+
+def _distinct_shapes(train_ds, valid_ds, steps_per_epoch):
+    """Distinct batch shapes of an epoch's training and of validation (what XLA compiles for).
+
+    None for a corpus streamed from text (one pass is the whole corpus, read again).
+    """
+    if steps_per_epoch is None:
+        return None
+    return {"train": len(set(batch_shapes(train_ds.take(steps_per_epoch)))),
+            "validation": 0 if valid_ds is None else len(set(batch_shapes(valid_ds)))}
+
+
+def batch_shapes(dataset):
+    """The `(source, target)` shape of every batch of one pass, in order."""
+    return [(tuple(x.shape), tuple(y.shape)) for (x, y), _ in dataset]
+
+
+def _batch_words(config):
+    return f"{config.batch_tokens} tokens" if config.batch_tokens else f"{config.batch_size} pairs"
+
+
+def _prepared_data(config, valid_pairs, test_pairs, description, report, strategy):
+    corpus = data.PreparedCorpus(config.data_dir)
+    source_tok, target_tok = corpus.tokenizers()
+    batching = dict(batch_size=None if config.batch_tokens else config.batch_size,
+                    batch_tokens=config.batch_tokens, pad_to_bucket_boundary=config.jit_compile,
+                    num_workers=distribution.num_workers(strategy))
+    steps_per_epoch = corpus.steps_per_epoch(**batching)
+    if steps_per_epoch == 0:
+        raise ValueError(f"{config.data_dir}: {corpus.num_pairs:,} pairs give no full batch per worker; "
+                         f"use a smaller --batch-size (now {config.batch_size}) or --batch-tokens.")
+    # Repeated, with a fixed number of steps an epoch: every worker does the same number.
+    train_ds = corpus.dataset(**batching, seed=config.seed, repeat=True,
+                              worker_index=distribution.worker_index(strategy))
+    counts = corpus.manifest.get("counts", {})
+    skipped = {k: v for k, v in counts.items() if k not in ("lines", "read", "kept") and v}
+    print(f"Prepared corpus: {corpus.num_pairs:,} pairs in {len(corpus.files)} shards, "
+          f"{steps_per_epoch} steps an epoch; skipped when prepared: {skipped or 'none'}.")
+    max_length = max(corpus.max_length)
+    valid_ds = _valid_batches(config, valid_pairs, source_tok, target_tok, max_length)
+    return TrainingData(train_ds, valid_ds, valid_pairs, test_pairs, source_tok, target_tok,
+                        steps_per_epoch, steps_per_epoch, max_length, description, report, True,
+                        prepared_counts=counts, languages=(
+                            corpus.manifest.get("source_language", config.source),
+                            corpus.manifest.get("target_language", config.target)))
+
+
+def _valid_batches(config, valid_pairs, source_tok, target_tok, max_length, boundaries="auto"):
+    if valid_pairs is None:
+        return None
+    # Under XLA each new batch shape compiles the evaluation step anew: the
+    # validation batches take the training batches' length buckets, padded to
+    # their boundaries, so they add at most a shape or two per bucket.
+    buckets = dict(bucket_boundaries=boundaries, pad_to_bucket_boundary=True) if config.jit_compile else {}
+    valid_ds = data.make_translation_dataset(
+        valid_pairs, source_tok, target_tok, config.batch_size, max_length=max_length,
+        on_long="truncate", **buckets,
+    )
+    return valid_ds.apply(tf.data.experimental.assert_cardinality(len(batch_shapes(valid_ds))))
