@@ -117,7 +117,7 @@ def _in_child(case, work):
 # The run ------------------------------------------------------------------------------------
 
 
-def _exports(translator_dir, work):
+def _exports(translator_dir, work, precisions):
     """Write the SavedModels (greedy, beam 4) and the CTranslate2 models (float32, int8)."""
     from keras_attention.decoding.translator import Translator
     from keras_attention.serving import export, export_ctranslate2
@@ -126,7 +126,8 @@ def _exports(translator_dir, work):
     paths = {("savedmodel", "float32", method): export(translator, os.path.join(work, f"saved-{method}"),
                                                        method=method, **METHODS[method])
              for method in METHODS}
-    for precision, quantization in (("float32", None), ("int8", "int8")):
+    for precision in precisions:
+        quantization = None if precision == "float32" else precision
         path = export_ctranslate2(translator, os.path.join(work, f"ct2-{precision}"), quantization=quantization)
         paths.update({("ctranslate2", precision, method): path for method in METHODS})
     paths.update({("translator", "float32", method): translator_dir for method in METHODS})
@@ -144,6 +145,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=3, help="timed passes per case; the median is reported")
     parser.add_argument("--engines", nargs="+", default=["savedmodel", "translator", "ctranslate2"],
                         choices=["savedmodel", "translator", "ctranslate2"])
+    parser.add_argument("--precisions", nargs="+", default=["float32", "int8"], choices=["float32", "int8"],
+                        help="CTranslate2 weights to measure (ours are float32)")
     parser.add_argument("--quick", action="store_true", help="4 sentences, 1 round, batches of 4: for the tests")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
     args = parser.parse_args(argv)
@@ -168,7 +171,7 @@ def main(argv=None):
         folder = os.path.join(folder, "translator")
     ct2_device = "cuda" if ctranslate2.get_cuda_device_count() else "cpu"
     with tempfile.TemporaryDirectory() as work:
-        translator, paths = _exports(folder, work)
+        translator, paths = _exports(folder, work, args.precisions)
         source, target = translator.languages
         sentences, references = read_pairs(args.data_dir, source or "en", target or "de", args.sentences)
         print(f"{len(sentences)} test sentences {source}->{target}; TensorFlow on {device()}; "
