@@ -268,7 +268,7 @@ def dataset_name(args):
     """--dataset, or what --data-dir holds when it is not given."""
     if args.dataset:
         return args.dataset
-    from keras_attention.data.records import is_prepared
+    from keras_attention.data.prepared import is_prepared
 
     return "prepared" if is_prepared(args.data_dir) else "multi30k"
 

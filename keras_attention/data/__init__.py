@@ -20,7 +20,8 @@ from keras_attention.data.pipeline import (
     make_translation_dataset,
     padding_fraction,
 )
-from keras_attention.data.records import PreparedCorpus, is_prepared, prepare_corpus
+from keras_attention.data.prepared import PreparedCorpus, is_prepared
+from keras_attention.data.records import prepare_corpus
 from keras_attention.data.streaming import (
     CorpusError,
     CorpusReport,

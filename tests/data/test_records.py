@@ -14,7 +14,7 @@ from keras_attention.data import (
     load_parallel_files,
     prepare_corpus,
 )
-from keras_attention.data.records import read_records
+from keras_attention.data.prepared import read_records
 
 WORDS = ["a", "dog", "cat", "runs", "sleeps", "the", "big", "small", "red", "house"]
 
