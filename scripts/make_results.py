@@ -231,7 +231,22 @@ def inference():
                   provenance(r, "inference.json", r["command"])])
 
 
-RENDERERS = {"inference": inference, "rnn_training": rnn_training, "embedding_init": embedding_init, "data_pipeline": data_pipeline, "multi30k": multi30k, "training": training, "decoding": decoding,
+def luong_scale():
+    r = load("luong_scale")
+    names = {"luong_unscaled": "Luong, general score (the paper's)", "luong_scaled": "Luong, general score / sqrt(units)",
+             "bahdanau": "Bahdanau (reference)"}
+    rows = [(names.get(run["run"], run["run"]), f"{run['valid_bleu']:.1f}", " ".join(f"{x:.2f}" for x in run["loss"]),
+             f"{run['mean_largest_weight']:.2f}", f"{run['share_peaking_on_start']:.0%}") for run in r["runs"]]
+    s = r["settings"]
+    return table(["model", "validation BLEU (greedy)", "training loss by epoch", "mean largest attention weight",
+                  "output tokens peaking on `[START]`"], rows,
+                 [f"Multi30k en->de, {r['epochs']} epochs, embeddings {s['embedding_dim']}, {s['units']} units, "
+                  f"dropout {s['dropout']}, Adam at 1e-3, seed {r['runs'][0]['seed']}; BLEU on "
+                  f"{r['runs'][0]['valid_sentences']:,} validation pairs (the test set is not used).",
+                  provenance(r, "luong_scale.json", r["command"])])
+
+
+RENDERERS = {"luong_scale": luong_scale, "inference": inference, "rnn_training": rnn_training, "embedding_init": embedding_init, "data_pipeline": data_pipeline, "multi30k": multi30k, "training": training, "decoding": decoding,
              "serving": serving, "attention": attention, "distribution": distribution}
 
 

@@ -69,3 +69,20 @@ def test_the_inference_table(tmp_path, monkeypatch):
     assert "| CTranslate2 | int8 | beam 4 | 32 | 123.5 | 1,734 | 640 MB |" in out
     assert "savedmodel over ctranslate2 float32 beam batch32: 0.41x" in out
     assert "CTranslate2 float32: 99.6%" in out and "ctranslate2/float32/greedy 37.29" in out
+
+
+def test_the_luong_scale_table(tmp_path, monkeypatch):
+    run = {"seed": 0, "valid_sentences": 1014, "loss": [5.531, 4.58], "val_loss": [5.0, 4.7]}
+    figures = {"command": "python scripts/ablate_luong_scale.py", "date": "2026-01-02", "machine": "a CPU",
+               "device": "/device:CPU:0", "epochs": 2, "settings": {"embedding_dim": 128, "units": 256, "dropout": 0.1},
+               "runs": [{**run, "run": "luong_unscaled", "valid_bleu": 6.54, "mean_largest_weight": 0.97,
+                         "share_peaking_on_start": 0.81},
+                        {**run, "run": "luong_scaled", "valid_bleu": 18.26, "mean_largest_weight": 0.55,
+                         "share_peaking_on_start": 0.04}]}
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "luong_scale.json").write_text(json.dumps(figures))
+    monkeypatch.setattr(make_results, "ROOT", str(tmp_path))
+    out = make_results.luong_scale()
+    assert "| Luong, general score (the paper's) | 6.5 | 5.53 4.58 | 0.97 | 81% |" in out
+    assert "| Luong, general score / sqrt(units) | 18.3 | 5.53 4.58 | 0.55 | 4% |" in out
+    assert "2 epochs, embeddings 128, 256 units" in out and "1,014 validation pairs" in out
