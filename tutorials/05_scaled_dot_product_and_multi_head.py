@@ -108,9 +108,9 @@ fig.savefig(figure_path("05_scaling.png"), dpi=100)
 # Without the scaling, at $d_k = 64$ (the paper's head size) the largest of ten
 # weights averages 0.86 and the Jacobian is half the size it has with scaling; at
 # $d_k = 1024$ the softmax is practically one-hot and its Jacobian seven times smaller.
-# With the scaling, none of the three depends on $d_k$. The paper gives this as the
-# reason additive attention beat unscaled dot-product attention for large $d_k$ in
-# earlier work: scaling keeps the speed of plain matrix products without that cost.
+# With the scaling, none of the three depends on $d_k$. The paper suspects this is why
+# additive attention beat unscaled dot-product attention for large $d_k$ in earlier
+# work: scaling keeps the speed of plain matrix products without that cost.
 #
 # ## The library's function
 #

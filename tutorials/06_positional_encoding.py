@@ -114,7 +114,9 @@ print(f"max |M_{k} PE_p - PE_(p+{k})| over all p: {max(errors):.2e}")
 # %% [markdown]
 # A consequence: the dot product of two encodings, $PE_p \cdot PE_q = \sum_i \cos(\omega_i(p-q))$,
 # depends only on the distance $p - q$. Plotted for all pairs it is constant along
-# every diagonal, highest on the main diagonal and falling off with distance.
+# every diagonal and highest on the main diagonal ($d_\text{model}/2$). Away from it the
+# similarity drops, but not steadily: a sum of cosines of many frequencies rises and
+# falls again, so two distant positions can look more alike than two closer ones.
 
 # %%
 similarity = pe @ pe.T  # (positions, positions)

@@ -81,7 +81,8 @@ for path in sorted(pathlib.Path(version_dir).rglob("*")):
 # the function TF Serving will call: a batch of strings in, a dict of tensors out
 # (`translations`, `scores`, and `truncated`, which flags sentences cut to the maximum
 # length). The two text ops inside come from TensorFlow Text, which must be imported
-# before loading, as it is here (the model server has them built in).
+# before loading; in this notebook `keras_attention` has already imported it, and the
+# separate process below imports it by name (the model server has them built in).
 
 # %%
 loaded = tf.saved_model.load(version_dir)
