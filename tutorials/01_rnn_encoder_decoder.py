@@ -213,5 +213,5 @@ print(f"shortest bucket {short:.2f} BLEU, longest {long:.2f}: "
 # chart.
 #
 # Full mode trains on all 29,000 pairs for two epochs, which took about 7 minutes on
-# the 2-core CPU the notebooks were run on. Training longer would raise the bars; it
+# the two CPU cores that built the notebooks. Training longer would raise the bars; it
 # would not remove the single vector between the encoder and the decoder.
