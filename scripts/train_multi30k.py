@@ -28,7 +28,7 @@ import sys
 from keras_attention.data import load_multi30k
 from keras_attention.decoding.translator import Translator
 from keras_attention.training.averaging import average_translator
-from keras_attention.training.evaluation import evaluate_bleu
+from keras_attention.training.evaluation import evaluate_bleu, moses_bleu
 from keras_attention.training.recipe import TrainConfig, train
 
 # One configuration per model; the same for both directions.
@@ -111,6 +111,8 @@ def score_more(folder, results, source, target, limit=None):
         for key in missing:
             scores = evaluate_bleu(translator, pairs, **(BEAM if key.endswith("beam4") else {}))
             results[key] = {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")}
+            # fairseq's way (lower-cased, Moses-tokenized), to compare with its published figures; labelled as such.
+            results[key]["bleu_moses_lowercase"] = moses_bleu(scores["hypotheses"], scores["references"], target)
             print(f"{os.path.basename(folder)} {key}: BLEU {scores['bleu']:.2f} / {scores['bleu_lowercase']:.2f} "
                   f"(cased / lower-cased), chrF {scores['chrf']:.2f}")
     return True

@@ -3,7 +3,7 @@
 from keras_attention.training.losses import MaskedSparseCrossEntropy
 from keras_attention.training.metrics import MaskedTokenAccuracy
 from keras_attention.training.schedules import TransformerSchedule
-from keras_attention.training.evaluation import evaluate_bleu
+from keras_attention.training.evaluation import evaluate_bleu, moses_bleu
 from keras_attention.training.recipe import TrainConfig, train
 
 __all__ = [
@@ -12,5 +12,6 @@ __all__ = [
     "TrainConfig",
     "TransformerSchedule",
     "evaluate_bleu",
+    "moses_bleu",
     "train",
 ]

@@ -1,6 +1,7 @@
 import pytest
+import sacrebleu
 
-from keras_attention.training.evaluation import corpus_scores, evaluate_bleu
+from keras_attention.training.evaluation import corpus_scores, evaluate_bleu, moses_bleu
 
 
 def test_perfect_and_case_only_differences():
@@ -32,3 +33,19 @@ def test_evaluate_bleu_batches_and_limits():
     result = evaluate_bleu(echo, pairs, batch_size=4, max_examples=9)
     assert calls == [4, 4, 1]
     assert result["bleu"] == pytest.approx(100.0) and len(result["hypotheses"]) == 9
+
+
+def test_moses_bleu_scores_moses_tokens_lower_cased():
+    # Moses splits "It's" into "it 's" and keeps "3-year-old" whole; sacreBLEU's 13a
+    # splits at the apostrophe and at every hyphen, so the two figures differ. The
+    # expected tokens are written out by hand and scored without further tokenizing.
+    hypotheses = ["It's a 3-year-old dog in the park.", "Two MEN, one boat!"]
+    references = ["It is a 3-year-old dog in a park.", "Two men in one boat!"]
+    by_hand = ["it 's a 3-year-old dog in the park .", "two men , one boat !"]
+    references_by_hand = ["it is a 3-year-old dog in a park .", "two men in one boat !"]
+    expected = sacrebleu.corpus_bleu(by_hand, [references_by_hand], tokenize="none").score
+    assert moses_bleu(hypotheses, references, "en") == pytest.approx(expected)
+    assert expected != pytest.approx(corpus_scores(hypotheses, references)["bleu_lowercase"])
+    assert moses_bleu(["Ein Hund läuft, oder?"], ["ein Hund läuft , oder ?"], "de") == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="2 hypotheses, 1 references"):
+        moses_bleu(["a", "b"], ["a"], "en")
