@@ -202,7 +202,7 @@ def train_translator(kind, translation_data, epochs=None, verbose=2, **extra):
     folder = CACHE / _cache_key(kind, s, dict(extra, epochs=epochs))
     if (folder / "history.json").exists():
         history = json.loads((folder / "history.json").read_text())
-        print(f"{kind}: reusing the model trained earlier with the same settings ({folder.name} in the cache): "
+        print(f"{kind}: trained earlier with the same settings, reloaded from the tutorial cache: "
               f"{len(history['loss'])} epoch(s) in {history['train_seconds']:.0f} s, loss by epoch "
               f"{[round(x, 3) for x in history['loss']]}, token accuracy {[round(x, 3) for x in history['token_accuracy']]}")
         return Translator.load(str(folder)), history
