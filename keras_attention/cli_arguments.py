@@ -86,6 +86,9 @@ def build_parser():
     train.add_argument("--learning-rate", type=checked("learning_rate"))
     train.add_argument("--warmup-steps", type=checked("warmup_steps"))
     train.add_argument("--label-smoothing", type=checked("label_smoothing"), default=0.1)
+    train.add_argument("--dropout", type=checked("dropout"), help="the model's dropout rate (default: the preset's)")
+    train.add_argument("--attention-dropout", type=checked("attention_dropout"),
+                       help="Transformer: dropout on the attention weights (default: 0)")
     train.add_argument("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker"))
     train.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"))
     train.add_argument("--no-jit", action="store_true", help="do not compile with XLA")
@@ -229,8 +232,16 @@ def config_from_args(args):
         backup_every_steps=args.backup_every_steps, keep_backup=args.keep_backup,
         resume=args.resume, overwrite=args.overwrite,
         keep_checkpoints=args.keep_checkpoints, cache_limit=args.cache_limit,
-        share_embeddings=args.share_embeddings,
+        share_embeddings=args.share_embeddings, overrides=_model_overrides(args),
     )
+
+
+def _model_overrides(args):
+    """`--dropout` and `--attention-dropout`, as the model arguments they set."""
+    if args.attention_dropout is not None and args.model != "transformer":
+        raise ValueError(f"--attention-dropout is for the Transformer (the RNNs' attention has no dropout). "
+                         f"Received: --model {args.model}")
+    return {name: getattr(args, name) for name in ("dropout", "attention_dropout") if getattr(args, name) is not None}
 
 
 def data_config(args):

@@ -32,6 +32,8 @@ def test_ranges(allowed, inside, outside, words):
     (["translate", "t", "x", "--temperature", "nan"], "argument --temperature: must be a number > 0"),
     (["export", "t", "out", "--beam-size", "0"], "argument --beam-size: must be an integer >= 1"),
     (["evaluate", "t", "--max-examples", "0"], "argument --max-examples: must be an integer >= 1. Received: 0"),
+    (["train", "--dropout", "1"], "argument --dropout: must be a number in [0, 1). Received: 1"),
+    (["train", "--attention-dropout", "-0.1"], "argument --attention-dropout: must be a number in [0, 1)"),
 ])
 def test_the_command_line_names_option_value_and_range(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -83,3 +85,14 @@ def test_the_presets_named_for_the_command_line_are_the_ones_models_build():
     from keras_attention.options import PRESET_NAMES
 
     assert tuple(PRESETS) == tuple(RNN_PRESETS) == PRESET_NAMES
+
+
+def test_dropout_flags_reach_the_model():
+    from keras_attention.cli_arguments import config_from_args
+
+    args = _parser().parse_args(["train", "--dropout", "0.3", "--attention-dropout", "0.1"])
+    assert config_from_args(args).overrides == {"dropout": 0.3, "attention_dropout": 0.1}
+    assert config_from_args(_parser().parse_args(["train"])).overrides == {}
+    args = _parser().parse_args(["train", "--model", "luong", "--attention-dropout", "0.1"])
+    with pytest.raises(ValueError, match="--attention-dropout is for the Transformer.*--model luong"):
+        config_from_args(args)
