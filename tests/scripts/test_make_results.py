@@ -50,6 +50,14 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
     assert "| transformer (small) | en->de | 12 | 30.0 / 30.6 | 31.0 / 30.6 | not scored | 55.0 | 10 min | 1,234 " \
            "| abc1234 |" in table
     assert table.count("| RNN without attention (small) |") == 2 and table.count("not scored") == 14
+    assert "Moses" not in table  # no run has fairseq's measure: no column for it
+
+    averaged = {**scores, "bleu": 32.0, "bleu_moses_lowercase": 33.449}
+    result = json.loads((runs / "transformer-de-en.json").read_text())
+    (runs / "transformer-de-en.json").write_text(json.dumps({**result, "test_average_beam4": averaged}))
+    table = make_results.multi30k()
+    assert "| transformer (small) | de->en | 12 | 30.0 / 30.6 | 31.0 / 30.6 | 32.0 / 30.6 | 33.4 | 55.0 |" in table
+    assert "| the same, lower-cased on Moses tokens |" in table and table.count("not scored") == 13 + 7
 
 
 def test_the_inference_table(tmp_path, monkeypatch):
