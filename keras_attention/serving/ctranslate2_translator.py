@@ -90,7 +90,9 @@ class CTranslate2Translator:
             top_k: int or None. Sample from the k most likely tokens (sample).
             top_p: float or None. Sample from the smallest set of tokens
                 whose probability reaches p (sample).
-            seed: int or None. CTranslate2's random seed (sample).
+            seed: int or None. Seeds CTranslate2's random generator before
+                sampling; unlike our `Translator`, two calls with the same seed
+                need not draw the same tokens (sample).
             max_batch_size: int. Sentences CTranslate2 decodes together.
                 Defaults to 32.
             return_attention: must be False: attention maps come from

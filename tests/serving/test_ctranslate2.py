@@ -162,6 +162,8 @@ def test_translator_conventions(trained):
         assert engine.translate(["3 March 1999 " * 20]).truncated == 1
     with pytest.raises(ValueError, match="does not return attention maps"):
         engine.translate(["3 March 1999"], return_attention=True)
+    sampled = engine.translate(["3 March 1999", "Tuesday, July 4, 2023"], method="sample", seed=7, top_k=3).texts
+    assert all(text[:2] in ("19", "20") for text in sampled)  # a draw among the likeliest pieces: a year first
 
 
 def test_bad_exports_and_folders(tokenizers, trained, tmp_path):

@@ -33,11 +33,22 @@ def child_env(**extra):
     return env
 
 
+def _interruptible():
+    """In the child: Ctrl-C's default action, as in a terminal.
+
+    A test run started in the background by a non-interactive shell inherits
+    SIGINT ignored, and Python then installs no KeyboardInterrupt handler: the
+    child would never see the Ctrl-C the tests send it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(args, log_path, **env):
     """Start `python args...` in its own process group, output to `log_path`."""
     log = open(log_path, "wb")
     process = subprocess.Popen([sys.executable, "-u", *args], cwd=REPO, env=child_env(**env),
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                               preexec_fn=_interruptible)
     process.log_file = log
     process.log_path = log_path
     return process
