@@ -169,7 +169,7 @@ class Translator(tf.Module):
         filled = [i for i, s in enumerate(sentences) if s.strip()]
         if len(filled) < len(sentences):
             translation = self.translate([sentences[i] for i in filled], method, return_attention, **options)
-            return _with_blanks(translation, filled, len(sentences))
+            return with_blanks(translation, filled, len(sentences))
         if not sentences:
             return Translation([], np.zeros((0, 0), "int32"), np.zeros((0,), "float32"),
                                attention=np.zeros((0, 0, 0), "float32") if return_attention else None,
@@ -177,12 +177,7 @@ class Translator(tf.Module):
                                target_tokens=[] if return_attention else None)
         ids, lengths = self.source_ids(sentences)
         truncated = int(np.sum(lengths.numpy() > self.max_source_length))
-        if truncated:
-            warnings.warn(
-                f"{truncated} of {len(sentences)} sentences are longer than "
-                f"max_source_length={self.max_source_length} tokens and were truncated.",
-                stacklevel=2,
-            )
+        warn_truncated(truncated, len(sentences), self.max_source_length)
         if method == "sample":  # eager, so that `seed` gives the same draws as it always has
             result = self.decode_ids(ids, method=method, return_attention=return_attention, **options)
         else:
@@ -272,7 +267,14 @@ def _load_model(path):
         raise ValueError(f"{path}: not a valid Keras archive ({reason}).") from None
 
 
-def _with_blanks(translation, filled, size):
+def warn_truncated(truncated, total, max_source_length):
+    """The warning for sources cut to `max_source_length` tokens (none if `truncated` is 0)."""
+    if truncated:
+        warnings.warn(f"{truncated} of {total} sentences are longer than max_source_length={max_source_length} "
+                      "tokens and were truncated.", stacklevel=3)
+
+
+def with_blanks(translation, filled, size):
     """`translation` of the sentences at indices `filled`, spread to `size` rows; "" elsewhere."""
 
     def spread(rows, blank):

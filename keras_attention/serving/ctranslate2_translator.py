@@ -13,12 +13,11 @@ decoding is the same algorithm: on the same weights it gives the same tokens
 up to float rounding.
 """
 
-import warnings
-
 import numpy as np
 
 from keras_attention.data.tokenizers import SubwordTokenizer
-from keras_attention.decoding.translator import METHODS, Translation
+from keras_attention.data.vocabulary import PAD
+from keras_attention.decoding.translator import METHODS, Translation, warn_truncated, with_blanks
 from keras_attention.layers.validation import check_choice, check_positive_int
 from keras_attention.serving.ctranslate2_export import read_export_metadata, require_ctranslate2
 
@@ -111,29 +110,23 @@ class CTranslate2Translator:
             sentences = [sentences]
         sentences = [s if isinstance(s, str) else bytes(s).decode("utf-8", "replace") for s in sentences]
         filled = [i for i, s in enumerate(sentences) if s.strip()]
-        texts, tokens, scores = [""] * len(sentences), [[]] * len(sentences), np.zeros(len(sentences), "float32")
-        if not filled:
-            return Translation(texts, np.zeros((len(sentences), 0), "int32"), scores)
-        source, truncated = self.source_tokens([sentences[i] for i in filled])
-        if truncated:
-            warnings.warn(
-                f"{truncated} of {len(filled)} sentences are longer than "
-                f"max_source_length={self.max_source_length} tokens and were truncated.",
-                stacklevel=2,
-            )
+        if len(filled) < len(sentences):  # blanks translate to "" without running the model
+            translation = self.translate([sentences[i] for i in filled], method, beam_size, length_penalty,
+                                         temperature, top_k, top_p, seed, max_batch_size)
+            return with_blanks(translation, filled, len(sentences))
+        if not sentences:
+            return Translation([], np.zeros((0, 0), "int32"), np.zeros((0,), "float32"))
+        source, truncated = self.source_tokens(sentences)
+        warn_truncated(truncated, len(sentences), self.max_source_length)
         options = self._options(method, beam_size, length_penalty, temperature, top_k, top_p, seed)
         results = self.engine.translate_batch(source, max_batch_size=max_batch_size, return_scores=True,
                                               return_end_token=True, **options)
-        target = self.target_tokenizer
-        for i, result in zip(filled, results):
-            tokens[i] = [int(t) for t in target.token_to_id(result.hypotheses[0]).numpy()] if result.hypotheses[0] else []
-            scores[i] = result.scores[0]
-        width = max(len(row) for row in tokens)
-        ids = np.zeros((len(sentences), width), "int32")
-        for i, row in enumerate(tokens):
-            ids[i, :len(row)] = row
-        for i, text in zip(filled, target.detokenize(ids[filled]).numpy()):
-            texts[i] = text.decode("utf-8")
+        pieces = [result.hypotheses[0] for result in results]
+        width = max(1, max(len(row) for row in pieces))
+        padded = np.array([row + [PAD] * (width - len(row)) for row in pieces], dtype=object)  # (B, L) strings
+        ids = self.target_tokenizer.token_to_id(padded).numpy()  # one lookup for the batch; [PAD] -> 0
+        texts = [text.decode("utf-8") for text in self.target_tokenizer.detokenize(ids).numpy()]
+        scores = np.array([result.scores[0] for result in results], "float32")
         return Translation(texts, ids, scores, truncated=truncated)
 
     def __call__(self, sentences, method="greedy", **options):
