@@ -13,7 +13,8 @@ import tempfile
 import keras
 
 from keras_attention import DATA_ENV_VAR
-from keras_attention.data.streaming import read_parallel_text, sha256_of
+from keras_attention.data.files import sha256_of
+from keras_attention.data.streaming import read_parallel_text
 from keras_attention.layers.validation import check_choice
 
 LANGUAGES = ("en", "de", "fr", "cs")

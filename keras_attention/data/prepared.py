@@ -15,12 +15,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_attention.data.pipeline import (
-    batch_by_length,
-    bucket_sizes,
-    final_boundaries,
-)
-from keras_attention.data.streaming import sha256_of
+from keras_attention.data.bucketing import batch_by_length, bucket_sizes, final_boundaries
+from keras_attention.data.files import sha256_of
 from keras_attention.data.text_files import logger
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.layers.validation import check_positive_int

@@ -11,9 +11,9 @@ import logging
 import os
 import zlib
 
-logger = logging.getLogger("keras_attention.data")
+from keras_attention.data.files import GZIP_MAGIC
 
-_GZIP_MAGIC = b"\x1f\x8b"
+logger = logging.getLogger("keras_attention.data")
 
 
 def _read_bytes(path):
@@ -25,7 +25,7 @@ def _read_bytes(path):
         raise IsADirectoryError(f"{path}: is a folder, expected a text file.")
     with open(path, "rb") as f:
         data = f.read()
-    if data[:2] == _GZIP_MAGIC:
+    if data[:2] == GZIP_MAGIC:
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as e:
