@@ -24,6 +24,17 @@
 # (Sutskever, Vinyals and Le, 2014; Cho et al., 2014). At the end we measure BLEU
 # separately for short and long sentences.
 
+# %% [markdown]
+# **What you will learn**
+#
+# * how an encoder-decoder turns a sentence into one vector and a vector back into a sentence;
+# * what WordPiece sub-word tokens are, and how teacher-forcing batches are laid out;
+# * how greedy decoding works, and how BLEU scores a translation;
+# * where the fixed-vector design is weak, measured by sentence length.
+#
+# **What you need**: Python, NumPy and the basics of Keras (layers, `compile`, `fit`). No earlier
+# tutorial. The first code cell prints which mode (QUICK or full) produced the outputs shown.
+
 # %%
 import keras
 import matplotlib.pyplot as plt
@@ -215,3 +226,68 @@ print(f"shortest bucket {short:.2f} BLEU, longest {long:.2f}: "
 # Full mode trains on all 29,000 pairs for two epochs, which took about 7 minutes on
 # the two CPU cores that built the notebooks. Training longer would raise the bars; it
 # would not remove the single vector between the encoder and the decoder.
+
+# %% [markdown]
+# ## Recap
+#
+# * The encoder reads the whole source into a summary $c$ whose size does not depend on the
+#   sentence's length (the shapes printed under "Where the bottleneck is").
+# * WordPiece keeps frequent words whole and splits rare ones into `##` pieces; each language
+#   has its own tokenizer here.
+# * Teacher forcing: the decoder reads `[START] y` and is trained to predict `y [END]`.
+# * Greedy decoding feeds back the most probable word until it writes `[END]`.
+# * BLEU by source length is one half of the argument about the bottleneck; tutorial 02 trains
+#   the same network with attention and gives the other half.
+#
+# ## Exercises
+#
+# 1. Tokenize a sentence with rare words of your own, for example
+#    "A skateboarder grinds down a metal handrail." Which words come back whole and which
+#    in pieces? *Hint:* the cell under "Sub-word tokens" does this for one sentence.
+# 2. Check that the summary has the same size for a source of 60 tokens as for one of 5.
+#    *Hint:* `model.encode(keras.ops.ones((1, 60), "int32"))`.
+# 3. Tokenize the same sentence with a vocabulary of 500 pieces. What happens to the
+#    number of pieces, and why does that matter for the decoder? *Hint:*
+#    `data.SubwordTokenizer.from_dataset(..., vocab_size=500)`.
+#
+# ## Papers
+#
+# * Sutskever, Vinyals and Le (2014). [Sequence to Sequence Learning with Neural Networks](https://arxiv.org/abs/1409.3215).
+# * Cho et al. (2014). [Learning Phrase Representations using RNN Encoder-Decoder for Statistical Machine Translation](https://arxiv.org/abs/1406.1078).
+# * Elliott et al. (2016). [Multi30K: Multilingual English-German Image Descriptions](https://arxiv.org/abs/1605.00459).
+# * Wu et al. (2016). [Google's Neural Machine Translation System (WordPiece, section 4)](https://arxiv.org/abs/1609.08144).
+# * Papineni et al. (2002). [BLEU: a Method for Automatic Evaluation of Machine Translation](https://aclanthology.org/P02-1040/).
+#
+# ## Solutions
+#
+# <details><summary>1. Rare words in pieces</summary>
+#
+# ```python
+# ids = en_tokenizer.tokenize(["A skateboarder grinds down a metal handrail."])[0].numpy()
+# print([en_tokenizer.vocabulary[i] for i in ids])
+# ```
+# Which words are split depends on the vocabulary learned from the training side: words
+# that are frequent in Multi30k ("a", "down", "metal") come back whole, rarer ones come back
+# as a first piece followed by `##` pieces. `detokenize` glues the pieces back together.
+# </details>
+#
+# <details><summary>2. One vector, whatever the length</summary>
+#
+# ```python
+# for length in (5, 60):
+#     _, constants = model.encode(keras.ops.ones((1, length), "int32"))
+#     print(length, tuple(constants["summary"].shape))
+# ```
+# Both print `(1, units)`: the encoder states grow with the source, the summary does not.
+# </details>
+#
+# <details><summary>3. A smaller vocabulary</summary>
+#
+# ```python
+# small = data.SubwordTokenizer.from_dataset(train_pairs.map(lambda en, de: en), vocab_size=500)
+# print([small.vocabulary[i] for i in small.tokenize([example])[0].numpy()])
+# ```
+# With fewer pieces more words are split, so sentences become longer sequences. The
+# decoder then has more steps to get right, and (in this model) everything it needs must
+# still pass through the same fixed-size summary.
+# </details>

@@ -19,6 +19,18 @@
 # word it writes, which of them to read. The first code cell prints which mode
 # (QUICK or full) produced the outputs shown.
 
+# %% [markdown]
+# **What you will learn**
+#
+# * Bahdanau's alignment model, $e_{ij} = v^\top \tanh(W s_{i-1} + U h_j)$, and the context vector
+#   it gives each output word;
+# * how to check a layer against the formula in NumPy, masks included;
+# * how to read an alignment heat map;
+# * what attention changes in BLEU, sentence length by sentence length.
+#
+# **What you need**: tutorial 01 (the data, the tokenizers, the fixed-vector model; its trained
+# model is reused from the cache when 01 has run with the same settings).
+
 # %%
 import keras
 import matplotlib.pyplot as plt
@@ -190,3 +202,55 @@ explain(translator, examples)
 # instead of recovering it from one vector.
 #
 # Tutorial 03 keeps the model and changes how the scores are computed.
+
+# %% [markdown]
+# ## Recap
+#
+# * Attention keeps every encoder annotation $h_j$; for each output word the decoder scores
+#   them against its previous state and reads their weighted average.
+# * The weights are a softmax over source positions: positive, summing to one, zero on
+#   padding (the NumPy check shows the layer computes exactly the formula).
+# * Nobody tells the model which words correspond: the alignment is whatever helps the
+#   translation loss.
+# * The BLEU table compares the fixed-vector model and the attention model trained on the same
+#   data for the same epochs.
+#
+# ## Exercises
+#
+# 1. In the NumPy re-derivation, leave out the line that applies `source_mask`. Which
+#    weights change, and why only those?
+# 2. Multiply the layer's `score_vector` by 10 and call it again on the same inputs. What
+#    happens to the largest weight of each row? *Hint:*
+#    `attention.score_vector.assign(10 * attention.score_vector)`.
+# 3. Translate a sentence of your own with `return_attention=True` and list, for each output
+#    piece, the source piece with the largest weight. *Hint:* `result.attention[0].argmax(-1)`.
+#
+# ## Papers
+#
+# * Bahdanau, Cho and Bengio (2014). [Neural Machine Translation by Jointly Learning to Align and Translate](https://arxiv.org/abs/1409.0473).
+#
+# ## Solutions
+#
+# <details><summary>1. Without the mask</summary>
+#
+# Only the second sentence changes: its two padded positions now get weight, and the real
+# positions' weights shrink so that each row still sums to one. The first sentence has no
+# padding, so the mask changes nothing there.
+# </details>
+#
+# <details><summary>2. A larger score vector</summary>
+#
+# Every score $e_{ij}$ is multiplied by 10, so the softmax becomes sharper: the largest
+# weight of each row grows towards 1 and the others shrink (the order of the weights does not
+# change). This is the same effect as the `scale` of tutorial 04.
+# </details>
+#
+# <details><summary>3. The strongest source piece</summary>
+#
+# ```python
+# result = translator.translate(["Two dogs run on the beach."], return_attention=True)
+# source, output = result.source_tokens[0], result.target_tokens[0]
+# for piece, row in zip(output, result.attention[0]):
+#     print(piece, "<-", source[row[: len(source)].argmax()])
+# ```
+# </details>

@@ -19,6 +19,17 @@
 # must the decoder look at every source word? The first code cell prints which mode
 # produced the outputs shown.
 
+# %% [markdown]
+# **What you will learn**
+#
+# * Luong's three scores (`dot`, `general`, `concat`) and which decoder state asks;
+# * input feeding and the attentional hidden state $\tilde h_t = \tanh(W_c [c_t; h_t])$;
+# * global against local (local-p) attention, and soft against hard attention;
+# * how a Luong model trains next to the models of tutorials 01 and 02.
+#
+# **What you need**: tutorials 01 and 02 (their trained models are reused from the cache when
+# they have run with the same settings).
+
 # %%
 import keras
 import matplotlib.pyplot as plt
@@ -214,3 +225,56 @@ explain(translator, [sentence])
 #
 # Tutorial 04 steps back from translation: an attention layer is a lookup of values
 # by keys, and a sentence can look things up in itself.
+
+# %% [markdown]
+# ## Recap
+#
+# * Luong runs the decoder step first and attends with the *current* state $h_t$; Bahdanau
+#   attends with the previous one.
+# * `dot` has no parameters, `general` learns a bilinear form $W_a$, `concat` is Bahdanau's
+#   additive score.
+# * Local-p attention predicts a position $p_t$ and weighs a window of $2D + 1$ positions with
+#   a Gaussian around it; it stays differentiable.
+# * Soft attention's context is the expected value of hard attention's sampled context (the
+#   averages of many samples approach it).
+#
+# ## Exercises
+#
+# 1. Show that `dot` is `general` with $W_a = I$. *Hint:*
+#    `luong["general"].general_kernel.assign(np.eye(6))`, then compare the two layers' weights.
+# 2. Give the local layer a window of $D = 4$. How many source positions can get a non-zero
+#    weight? *Hint:* `layers.LuongAttention(score="general", window=4)`.
+# 3. In the hard-attention cell, the distance between the average of $n$ samples and the soft
+#    context falls as $n$ grows. By about how much for ten times more samples, and why?
+#
+# ## Papers
+#
+# * Luong, Pham and Manning (2015). [Effective Approaches to Attention-based Neural Machine Translation](https://arxiv.org/abs/1508.04025).
+# * Bahdanau, Cho and Bengio (2014). [Neural Machine Translation by Jointly Learning to Align and Translate](https://arxiv.org/abs/1409.0473).
+# * Xu et al. (2015). [Show, Attend and Tell: Neural Image Caption Generation with Visual Attention](https://arxiv.org/abs/1502.03044).
+#
+# ## Solutions
+#
+# <details><summary>1. dot is general with the identity</summary>
+#
+# ```python
+# luong["general"].general_kernel.assign(np.eye(6, dtype="float32"))
+# _, w_dot = luong["dot"](decoder_states, encoder_states, return_attention_scores=True)
+# _, w_general = luong["general"](decoder_states, encoder_states, return_attention_scores=True)
+# print(np.abs(w_dot.numpy() - w_general.numpy()).max())  # 0, up to float rounding
+# ```
+# $h_t^\top I \bar h_s = h_t^\top \bar h_s$.
+# </details>
+#
+# <details><summary>2. A wider window</summary>
+#
+# At most $2D + 1 = 9$ positions, the ones within $D$ of $p_t$; fewer when $p_t$ is near
+# either end of the sentence.
+# </details>
+#
+# <details><summary>3. Hard samples</summary>
+#
+# About $\sqrt{10} \approx 3.2$ times smaller. The average of $n$ independent samples is
+# an unbiased estimate of the soft context, and its error shrinks like $1/\sqrt{n}$ (the
+# printed distances are random, so the ratio only holds roughly).
+# </details>

@@ -18,6 +18,17 @@
 # in "Attention Is All You Need", section 3.2) is what leads to the Transformer. This
 # tutorial trains nothing; it runs in seconds in both modes.
 
+# %% [markdown]
+# **What you will learn**
+#
+# * attention as a soft dictionary lookup: a query, keys, values and a softmax;
+# * what the scale before the softmax does, from a blend to a nearly hard lookup;
+# * why keys and values can be different vectors;
+# * inter-attention against self-attention, and the learned projections $Q = XW^Q$,
+#   $K = XW^K$, $V = XW^V$ of a real layer.
+#
+# **What you need**: tutorial 02 (for the Bahdanau comparison) and NumPy. Nothing is trained.
+
 # %%
 import keras
 import matplotlib.pyplot as plt
@@ -178,3 +189,49 @@ print("max |by hand - layer| =", np.abs(by_hand - output.numpy()[0]).max())
 # The projections here are random, so the map means nothing yet; training is what
 # turns them into useful questions. Two details of the formula, the division by
 # $\sqrt{d_k}$ and the several heads, are the subject of tutorial 05.
+
+# %% [markdown]
+# ## Recap
+#
+# * Output = $\sum_j \operatorname{softmax}_j(\text{score}(q, k_j))\, v_j$: a weighted average of the
+#   values, weighted by how well each key matches the query.
+# * A larger scale sharpens the softmax: one good match then returns (almost) its value alone.
+# * Inter-attention takes queries from one sequence and keys and values from another;
+#   self-attention takes all three from the same sequence.
+# * A single-head `MultiHeadAttention` is exactly this lookup on learned projections (checked
+#   by hand against its weights).
+#
+# ## Exercises
+#
+# 1. Put the query halfway between "cat" and "car": `query = (keys[0] + keys[3]) / 2`. What
+#    does the lookup return at scale 8?
+# 2. Use one-hot values, `values = np.eye(5, dtype="float32")`. What is the output then?
+# 3. In the spelling self-attention each word mostly finds itself. Why is that guaranteed
+#    for these vectors?
+#
+# ## Papers
+#
+# * Vaswani et al. (2017). [Attention Is All You Need (section 3.2)](https://arxiv.org/abs/1706.03762).
+# * Cheng, Dong and Lapata (2016). [Long Short-Term Memory-Networks for Machine Reading](https://arxiv.org/abs/1601.06733).
+# * Bahdanau, Cho and Bengio (2014). [Neural Machine Translation by Jointly Learning to Align and Translate](https://arxiv.org/abs/1409.0473).
+#
+# ## Solutions
+#
+# <details><summary>1. A query between two keys</summary>
+#
+# "cat" and "car" get the same weight, because the query's dot product with each is
+# $(1 + \text{cat} \cdot \text{car}) / 2$; the other keys get little. The output is close to
+# (2, 2): a blend of four legs and four wheels, not a lookup of either.
+# </details>
+#
+# <details><summary>2. One-hot values</summary>
+#
+# The output is the weight vector itself: $\sum_j w_j e_j = w$.
+# </details>
+#
+# <details><summary>3. Each word finds itself</summary>
+#
+# The vectors have length 1, so by the Cauchy-Schwarz inequality no dot product exceeds a
+# vector's dot product with itself, which is 1. Only a word with the same spelling (the
+# other "a", the other "in") scores as high.
+# </details>

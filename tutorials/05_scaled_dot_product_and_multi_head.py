@@ -22,6 +22,17 @@
 # shows numerically why the division is there, then splits the attention into heads.
 # Nothing is trained; both modes run in seconds.
 
+# %% [markdown]
+# **What you will learn**
+#
+# * why the dot products are divided by $\sqrt{d_k}$, from their variance;
+# * what large logits do to the softmax and to its gradient (its Jacobian);
+# * how `layers.scaled_dot_product_attention` applies masks;
+# * how multi-head attention splits $d_\text{model}$ into heads, rebuilt head by head from a
+#   layer's weights.
+#
+# **What you need**: tutorial 04. Nothing is trained.
+
 # %%
 import keras
 import matplotlib.pyplot as plt
@@ -182,3 +193,64 @@ print("max |by heads - layer| =", float(keras.ops.max(keras.ops.abs(by_heads - o
 tokens = [f"w{i}" for i in range(7)]
 plot_attention_heads(weights[0], tokens, tokens, path=figure_path("05_heads.png"), columns=4)
 print("rows sum to one in every head:", np.allclose(weights.numpy().sum(-1), 1.0, atol=1e-5))
+
+# %% [markdown]
+# ## Recap
+#
+# * With entries of variance 1, $q \cdot k$ has variance $d_k$; dividing by $\sqrt{d_k}$
+#   brings it back to 1 for any head size.
+# * Unscaled, large heads make the softmax nearly one-hot and its Jacobian small, so the
+#   scores learn slowly.
+# * A mask (True = may attend) gives masked keys a weight of exactly zero.
+# * $h$ heads of size $d_\text{model}/h$ cost about as much as one full-width head, and each
+#   gets its own attention map.
+#
+# ## Exercises
+#
+# 1. Repeat the variance table with query and key entries of variance 2 (multiply both by
+#    $\sqrt 2$). What is the variance of $q \cdot k / \sqrt{d_k}$ now, and what divisor would
+#    bring it back to 1?
+# 2. Zero the query kernel of head 0 of the multi-head layer and call it again. What do head
+#    0's weights become, and do the other heads change? *Hint:*
+#    `kernel = attention.query_dense.kernel.numpy(); kernel[:, 0] = 0`, then `assign` it.
+# 3. Count the parameters of `layers.MultiHeadAttention(num_heads=h, key_dim=32 // h)` on
+#    inputs of width 32 for $h$ = 1, 4 and 8. Why do they not depend on $h$?
+#
+# ## Papers
+#
+# * Vaswani et al. (2017). [Attention Is All You Need (sections 3.2.1 and 3.2.2)](https://arxiv.org/abs/1706.03762).
+#
+# ## Solutions
+#
+# <details><summary>1. Entries of variance 2</summary>
+#
+# Each product $q_i k_i$ now has variance $2 \cdot 2 = 4$, so $q \cdot k / \sqrt{d_k}$ has
+# variance 4. Dividing by $2\sqrt{d_k}$ (the square root of $\operatorname{Var}(q_i)\operatorname{Var}(k_i) d_k$)
+# brings it back to 1. Layer normalisation before the projections keeps real inputs near
+# variance 1, which is what the $\sqrt{d_k}$ of the paper assumes.
+# </details>
+#
+# <details><summary>2. A head with no query</summary>
+#
+# ```python
+# kernel = attention.query_dense.kernel.numpy()
+# kernel[:, 0] = 0
+# attention.query_dense.kernel.assign(kernel)
+# _, weights = attention(x, x, return_attention_scores=True)
+# print(weights.numpy()[0, 0].round(3))  # 1/7 everywhere
+# ```
+# Head 0's queries are now its bias, which starts at zero, so every score is 0 and every
+# weight $1/7$. The other heads have their own kernels and do not change.
+# </details>
+#
+# <details><summary>3. Parameters and heads</summary>
+#
+# ```python
+# for h in (1, 4, 8):
+#     layer = layers.MultiHeadAttention(num_heads=h, key_dim=32 // h)
+#     layer(x, x)
+#     print(h, layer.count_params())  # 4 * (32 * 32 + 32) = 4,224 each time
+# ```
+# The four projections map 32 features to $h \times 32/h = 32$ features whatever $h$ is; the
+# heads only decide how those features are grouped for the softmax.
+# </details>

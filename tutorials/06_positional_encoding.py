@@ -19,6 +19,17 @@
 # word vectors (Vaswani et al., 2017, section 3.5). Nothing is trained; both modes run
 # in seconds.
 
+# %% [markdown]
+# **What you will learn**
+#
+# * that self-attention without positions cannot tell one word order from another;
+# * the sinusoidal position encoding, checked against its formula;
+# * why sines: moving $k$ positions is the same rotation at every position;
+# * how `layers.PositionalEmbedding` combines token vectors, $\sqrt{d_\text{model}}$ scaling,
+#   positions and the padding mask.
+#
+# **What you need**: tutorials 04 and 05, and a little trigonometry. Nothing is trained.
+
 # %%
 import keras
 import matplotlib.pyplot as plt
@@ -161,3 +172,56 @@ out = encoder(embedding(ids)).numpy()
 out_shuffled = encoder(embedding(shuffled_ids)).numpy()
 print("with positions, max |encoder(shuffled) - shuffled(encoder)| =",
       np.abs(out_shuffled - out[:, permutation]).max().round(3))
+
+# %% [markdown]
+# ## Recap
+#
+# * Shuffling the inputs of an encoder block shuffles its outputs the same way: it sees a set.
+# * Feature pair $i$ of the encoding turns around a circle at frequency
+#   $\omega_i = 10000^{-2i/d_\text{model}}$, fast pairs first.
+# * $PE_{p+k} = M_k PE_p$ with one rotation matrix $M_k$ for every $p$, and $PE_p \cdot PE_q$
+#   depends only on $p - q$.
+# * Adding positions to the scaled token vectors makes the same token differ by position, and
+#   shuffling then changes the outputs.
+#
+# ## Exercises
+#
+# 1. Check the rotation for a move of two positions to the *left* ($k = -2$). *Hint:* rebuild
+#    `M` with `k = -2` and compare `M @ pe[p]` with `pe[p - 2]` for `p >= 2`.
+# 2. With $d_\text{model} = 128$, which feature pairs turn less than one full circle over the
+#    64 positions of the table?
+# 3. Show that `PositionalEmbedding` scales the token vector by $\sqrt{d_\text{model}}$: for the
+#    token at position 0, subtract $PE_0$ from the layer's output and compare with the token's
+#    row of `embedding.token_embedding.embeddings`.
+#
+# ## Papers
+#
+# * Vaswani et al. (2017). [Attention Is All You Need (sections 3.4 and 3.5)](https://arxiv.org/abs/1706.03762).
+#
+# ## Solutions
+#
+# <details><summary>1. Moving left</summary>
+#
+# The same code with `k = -2` and `errors = [np.abs(M @ pe[p] - pe[p - 2]).max() for p in range(2, length)]`
+# gives an error at float32 rounding level: $M_{-k}$ is the rotation by $-\omega k$, the inverse
+# (and transpose) of $M_k$.
+# </details>
+#
+# <details><summary>2. Slow pairs</summary>
+#
+# Pair $i$ has wavelength $2\pi \cdot 10000^{2i/128}$ positions. It exceeds 64 when
+# $10000^{i/64} > 64/(2\pi) \approx 10.19$, that is $i > 64 \log_{10}(10.19)/4 \approx 16.1$: pairs
+# 17 to 63 (features 34 to 127) turn less than once, which is why the right of the heat map
+# looks constant.
+# </details>
+#
+# <details><summary>3. The scaling</summary>
+#
+# ```python
+# ids = keras.ops.convert_to_tensor([[12]])
+# vector = embedding(ids).numpy()[0, 0]
+# pe_0 = np.tile([0.0, 1.0], 8)  # sin(0), cos(0) for each of the 8 pairs
+# token = embedding.token_embedding.embeddings.numpy()[12]
+# print(np.abs((vector - pe_0) - 4.0 * token).max())  # sqrt(16) = 4; ~0
+# ```
+# </details>

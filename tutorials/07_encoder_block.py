@@ -22,6 +22,17 @@
 # This tutorial takes `layers.TransformerEncoder` apart and checks each piece. Nothing
 # is trained; both modes run in seconds.
 
+# %% [markdown]
+# **What you will learn**
+#
+# * the encoder block's two sub-layers and how each is wrapped (residual, dropout, layer norm);
+# * how to rebuild a block's output from its own sub-layers;
+# * what "position-wise" means for the feed-forward network;
+# * post-norm against pre-norm, seen in the size of the residual stream;
+# * why padding does not leak into the real positions, and how many parameters a block has.
+#
+# **What you need**: tutorials 05 and 06. Nothing is trained.
+
 # %%
 import keras
 import matplotlib.pyplot as plt
@@ -177,3 +188,67 @@ print(f"parameters: layer {base_block.count_params():,}, formula {formula:,}; "
 # The heat map saved above shows the four heads of the second sentence: the padded
 # columns are empty in every head. Tutorial 08 builds the decoder block, which adds a
 # causal mask and a second attention over the encoder's output.
+
+# %% [markdown]
+# ## Recap
+#
+# * A post-norm block computes $\operatorname{LayerNorm}(x + \operatorname{Sublayer}(x))$ twice:
+#   self-attention, then the feed-forward network.
+# * The feed-forward network transforms each position on its own; only attention mixes
+#   positions.
+# * Layer norm gives each position mean 0 and variance 1 over its features (before its gain
+#   and bias).
+# * Pre-norm (`normalize_first=True`) leaves the residual path a plain sum, so the stream grows
+#   from block to block; post-norm resets it after each one.
+# * Masked keys get no weight, so the real positions' outputs do not depend on padding.
+#
+# ## Exercises
+#
+# 1. Rebuild a *pre-norm* block by hand:
+#    $y = x + \operatorname{Attn}(\operatorname{LN}_1(x))$, then
+#    $y + \operatorname{FFN}(\operatorname{LN}_2(y))$. *Hint:*
+#    `layers.TransformerEncoder(4, 4 * d_model, normalize_first=True)`; the sub-layers have the
+#    same names as in the post-norm block.
+# 2. Work out the parameters of one block of the library's `small` preset
+#    ($d_\text{model} = 256$, $d_\text{ff} = 1024$) with the formula, then check it with a layer.
+# 3. Make a block with `dropout=0.1` and call it twice on the same input with `training=True`,
+#    then twice with `training=False`. Which pairs of outputs are equal?
+#
+# ## Papers
+#
+# * Vaswani et al. (2017). [Attention Is All You Need (sections 3.1 and 3.3)](https://arxiv.org/abs/1706.03762).
+# * Ba, Kiros and Hinton (2016). [Layer Normalization](https://arxiv.org/abs/1607.06450).
+# * He et al. (2016). [Deep Residual Learning for Image Recognition](https://arxiv.org/abs/1512.03385).
+# * Xiong et al. (2020). [On Layer Normalization in the Transformer Architecture](https://arxiv.org/abs/2002.04745).
+#
+# ## Solutions
+#
+# <details><summary>1. Pre-norm by hand</summary>
+#
+# ```python
+# pre = layers.TransformerEncoder(4, 4 * d_model, normalize_first=True)
+# y_pre = pre(x, padding_mask=padding_mask)
+# a = pre.self_attention(pre.self_attention_norm(x), pre.self_attention_norm(x), value_mask=padding_mask)
+# h = x + a
+# by_hand = h + pre.feedforward_output(pre.feedforward_intermediate(pre.feedforward_norm(h)))
+# print(float(keras.ops.max(keras.ops.abs(by_hand - y_pre))))  # ~1e-6
+# ```
+# </details>
+#
+# <details><summary>2. The small preset's block</summary>
+#
+# $4(256^2 + 256) + (256 \cdot 1024 + 1024) + (1024 \cdot 256 + 256) + 2 \cdot 2 \cdot 256 = 789{,}760$.
+#
+# ```python
+# small = layers.TransformerEncoder(num_heads=4, intermediate_dim=1024)
+# small.build((None, None, 256))
+# print(small.count_params())  # 789760
+# ```
+# </details>
+#
+# <details><summary>3. Dropout</summary>
+#
+# With `training=True` each call draws new dropout masks, so the two outputs differ; with
+# `training=False` dropout is off and the two outputs are equal. `model.fit` calls the layers
+# with `training=True`, `predict` and the decoders with `training=False`.
+# </details>

@@ -25,6 +25,17 @@
 # next word. We check the three ideas that make this work with `layers.TransformerDecoder`
 # and `models.Transformer`. Nothing is trained; the first code cell prints the mode.
 
+# %% [markdown]
+# **What you will learn**
+#
+# * the causal mask, and the test that proves it: future tokens never change past outputs;
+# * teacher forcing, the batches it needs and why it lets a Transformer train all positions
+#   at once;
+# * decoding one position at a time with a key/value cache, and why it gives the same numbers;
+# * cross-attention, where the decoder reads the encoder.
+#
+# **What you need**: tutorial 07. Nothing is trained.
+
 # %%
 import keras
 import matplotlib.pyplot as plt
@@ -230,3 +241,65 @@ explain(untrained, [translation_data.test_pairs[0][0]])
 # %% [markdown]
 # Tutorial 09 trains the whole
 # Transformer on Multi30k and compares it with the RNN models.
+
+# %% [markdown]
+# ## Recap
+#
+# * Query $i$ may only attend to keys $j \le i$; masked scores get weight exactly zero.
+# * Changing the token at position 5 leaves positions 0 to 4 untouched, in one block and in a
+#   whole model.
+# * Training feeds `[START] y` and predicts `y [END]` for all positions in one pass.
+# * At translation time the cache keeps each block's keys and values, so a step computes only
+#   the new position, with the same results as the parallel pass.
+# * Cross-attention maps have shape (target positions, source positions), one per head and
+#   block.
+#
+# ## Exercises
+#
+# 1. Call the multi-head layer of the first cell *without* `use_causal_mask=True`, change the
+#    input vector at position 3, and see which outputs move.
+# 2. Write a greedy decoding loop for the untrained `model` with `init_decoding_state` and
+#    `decode_step`: start from `[START]`, feed back the arg-max for 10 steps.
+# 3. How many numbers does one block's self-attention cache hold for a batch of $B$ sentences
+#    of $T$ positions, in terms of $d_\text{model}$?
+#
+# ## Papers
+#
+# * Vaswani et al. (2017). [Attention Is All You Need (sections 3.1 and 3.2.3)](https://arxiv.org/abs/1706.03762).
+#
+# ## Solutions
+#
+# <details><summary>1. No mask</summary>
+#
+# ```python
+# changed = x.numpy().copy()
+# changed[0, 3] += 1.0
+# before = attention(x, x)
+# after = attention(changed, changed)
+# print(np.abs(before.numpy() - after.numpy()).max(-1)[0])  # every position moves
+# ```
+# Without the mask every query reads position 3, so positions 0 to 2 change too; with
+# `use_causal_mask=True` they would not.
+# </details>
+#
+# <details><summary>2. Greedy decoding by hand</summary>
+#
+# ```python
+# start = translation_data.target_tokenizer.start_id
+# state = model.init_decoding_state(src, max_length=11)
+# token = np.full((src.shape[0],), start)
+# output = []
+# for t in range(10):
+#     logits, state, _ = model.decode_step(state, token, t)
+#     token = np.argmax(logits, axis=-1)
+#     output.append(token)
+# print(np.stack(output, axis=1))  # (batch, 10) ids; an untrained model writes noise
+# ```
+# `Translator` does the same inside a compiled loop, stopping each sentence at `[END]`.
+# </details>
+#
+# <details><summary>3. Cache size</summary>
+#
+# Keys and values, each (B, T, heads, key_dim) with heads × key_dim = $d_\text{model}$:
+# $2 B T d_\text{model}$ numbers per block. It grows linearly with the output length.
+# </details>

@@ -21,6 +21,17 @@
 # translation model of this series trained and scored in the same setting. The first
 # code cell prints which mode produced the outputs.
 
+# %% [markdown]
+# **What you will learn**
+#
+# * the paper's learning-rate schedule (warm-up, then inverse square root) and label smoothing;
+# * how to train `models.Transformer` on Multi30k and decode it greedily and with beam search;
+# * how to look at each cross-attention head of a trained model;
+# * how the four translation models of this series compare on one time budget.
+#
+# **What you need**: tutorials 01 to 08. The RNN models of 01 to 03 are reused from the cache
+# when those tutorials have run with the same settings, and trained here otherwise.
+
 # %%
 import time
 
@@ -238,3 +249,59 @@ fig.savefig(figure_path("09_results.png"), dpi=100)
 # sentence pairs of WMT 2014, reached 27.3 BLEU on newstest2014 English-German and the
 # big model 28.4. Multi30k scores are not comparable with those (shorter, simpler
 # sentences, one reference, another test set).
+
+# %% [markdown]
+# ## Recap
+#
+# * $\text{lrate} = d_\text{model}^{-0.5} \min(\text{step}^{-0.5}, \text{step} \cdot \text{warmup}^{-1.5})$
+#   rises for `warmup_steps` steps and then decays.
+# * With label smoothing the loss has its minimum at a finite logit margin.
+# * Beam search keeps `beam_size` partial translations and ranks them with a length penalty.
+# * Different heads of a trained model attend to different things.
+# * The final table compares the models on a stated budget; the documentation's results page
+#   has them trained longer.
+#
+# ## Exercises
+#
+# 1. Show that the schedule's peak is $(d_\text{model} \cdot \text{warmup})^{-0.5}$, reached at the
+#    end of the warm-up, and compute it for the paper's settings.
+# 2. Derive the logit margin where the label-smoothed loss is lowest, for $\epsilon = 0.1$ and a
+#    vocabulary of 1,000, and compare it with the printed one.
+# 3. Decode the first 100 test sentences with `method="beam", beam_size=1` and compare with
+#    greedy decoding. What do you expect, and why?
+#
+# ## Papers
+#
+# * Vaswani et al. (2017). [Attention Is All You Need (section 5)](https://arxiv.org/abs/1706.03762).
+# * Szegedy et al. (2016). [Rethinking the Inception Architecture for Computer Vision (label smoothing)](https://arxiv.org/abs/1512.00567).
+# * Wu et al. (2016). [Google's Neural Machine Translation System (length penalty, section 7)](https://arxiv.org/abs/1609.08144).
+# * Press and Wolf (2017). [Using the Output Embedding to Improve Language Models](https://arxiv.org/abs/1608.05859).
+#
+# ## Solutions
+#
+# <details><summary>1. The peak</summary>
+#
+# At step = warmup both terms equal $\text{warmup}^{-0.5}$, so the rate is
+# $d_\text{model}^{-0.5}\,\text{warmup}^{-0.5}$. For 512 and 4,000:
+# $(2{,}048{,}000)^{-0.5} \approx 7.0 \times 10^{-4}$, the printed peak.
+# </details>
+#
+# <details><summary>2. The best margin</summary>
+#
+# The smoothed target puts $1 - \epsilon + \epsilon/V$ on the right word and $\epsilon/V$ on each
+# other word. The loss is lowest when the model's probabilities equal the target's, so
+# $e^m = (1 - \epsilon + \epsilon/V)\,V/\epsilon$, $m = \ln 9001 \approx 9.1$. The printed minimum is the
+# nearest point of the grid of margins (steps of 0.25).
+# </details>
+#
+# <details><summary>3. A beam of one</summary>
+#
+# ```python
+# greedy = evaluate_bleu(translator, test_pairs[:100])
+# beam_1 = evaluate_bleu(translator, test_pairs[:100], method="beam", beam_size=1)
+# print(greedy["hypotheses"] == beam_1["hypotheses"])
+# ```
+# The same translations: with one hypothesis, each step keeps the best extension of the only
+# candidate, which is greedy decoding, and the length penalty cannot reorder a single
+# hypothesis.
+# </details>

@@ -24,6 +24,17 @@
 # We train it on a task made from Multi30k: **is sentence B the German translation of
 # English sentence A?** The first code cell prints which mode produced the outputs.
 
+# %% [markdown]
+# **What you will learn**
+#
+# * the attend, compare, aggregate model of Parikh et al., with no recurrence;
+# * how to build a sentence-pair task with hard negatives from a translation corpus;
+# * why the scale of the initial word vectors matters when scores are products of two
+#   learned vectors;
+# * how to read the learned alignment, and why the model is a bag of words.
+#
+# **What you need**: tutorials 02 (alignments) and 04 (attention as lookup).
+
 # %%
 import keras
 import matplotlib.pyplot as plt
@@ -239,3 +250,56 @@ ax.set_ylabel("training accuracy")
 ax.legend()
 fig.tight_layout()
 fig.savefig(figure_path("10_training.png"), dpi=100)
+
+# %% [markdown]
+# ## Recap
+#
+# * Step 1 aligns each word with a soft mixture of the other sentence's words, in both
+#   directions; step 2 compares each word with what it was aligned to; step 3 sums and
+#   classifies.
+# * Every word is processed on its own except in the attention and the sums, so the work
+#   parallelises and word order is invisible.
+# * Product scores start near zero with small embeddings, which starves the alignment of
+#   gradient; a larger start helps (the accuracy and peakedness printed above).
+# * Shuffling a sentence's pieces leaves the prediction unchanged.
+#
+# ## Exercises
+#
+# 1. Shuffle the *English* pieces of a validation pair instead of the German ones. Does the
+#    prediction change?
+# 2. Count the parameters of $F$, $G$ and $H$ by hand for `hidden_dim=100`: each is two dense
+#    layers of `hidden_dim` units with biases; $F$ reads `hidden_dim` features per word, $G$ a
+#    word and its aligned mixture side by side, $H$ the two sums side by side. Check with
+#    `model.attend_feedforward.count_params()` (and `compare_feedforward`,
+#    `aggregate_feedforward`).
+# 3. The bag-of-words model cannot tell "a dog bites a man" from "a man bites a dog". Why
+#    does that rarely matter on this task?
+#
+# ## Papers
+#
+# * Parikh, Täckström, Das and Uszkoreit (2016). [A Decomposable Attention Model for Natural Language Inference](https://arxiv.org/abs/1606.01933).
+# * Pennington, Socher and Manning (2014). [GloVe: Global Vectors for Word Representation](https://aclanthology.org/D14-1162/).
+#
+# ## Solutions
+#
+# <details><summary>1. Shuffling the other side</summary>
+#
+# It does not change (up to float rounding): steps 1 to 3 treat both sentences the same way,
+# each as a bag of pieces.
+# </details>
+#
+# <details><summary>2. Parameters of F, G and H</summary>
+#
+# $F$: $(100 \cdot 100 + 100) + (100 \cdot 100 + 100) = 20{,}200$. $G$ and $H$ read 200 features:
+# $(200 \cdot 100 + 100) + (100 \cdot 100 + 100) = 30{,}200$ each. With the classifier
+# ($100 \cdot 2 + 2$) and the projection of the embeddings ($100 \cdot 100$, no bias), about
+# 91,000 parameters besides the embedding table, which holds `vocab_size` × 100 more.
+# </details>
+#
+# <details><summary>3. Word order</summary>
+#
+# A negative here pairs an English sentence with the translation of a *different* sentence, so
+# it almost always differs in words, not only in their order. A negative made by swapping
+# subject and object would need word order, and this model would fail on it; the paper's
+# intra-sentence attention (section 3.4) adds a distance-dependent bias for such cases.
+# </details>

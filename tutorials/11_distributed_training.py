@@ -23,6 +23,17 @@
 # TensorFlow sets up its devices, so it is the very first thing we do. (Logical CPU
 # devices share the same cores, so they show correctness, not speed.)
 
+# %% [markdown]
+# **What you will learn**
+#
+# * data parallelism: replicas, the global batch, the all-reduce of gradients;
+# * how to see it without a GPU, with logical CPU devices;
+# * why the loss is divided by the *global* token count and gradients are clipped after the
+#   sum, so that two replicas train like one device;
+# * how several hosts join one training job with `TF_CONFIG`.
+#
+# **What you need**: tutorial 09 (the Transformer and its training). No GPU.
+
 # %%
 import tensorflow as tf
 
@@ -194,3 +205,56 @@ print("then, on both: keras-attention train --strategy multi_worker --dataset mu
 # this strategy, `distribution.adapt_to_multi_worker(model, batch)` after `compile`,
 # which the training recipe applies. `docs/distributed.md` covers the details: the
 # evaluator process, resuming a killed run, mixed precision, and what to expect.
+
+# %% [markdown]
+# ## Recap
+#
+# * `MirroredStrategy` keeps a copy of the weights per device and adds the replicas'
+#   gradients every step.
+# * Build and compile inside `strategy.scope()`; call `fit` with the global batch.
+# * Two replicas and one device agree up to the rounding of sums taken in another order.
+# * `MultiWorkerMirroredStrategy` runs the same program on every host; `TF_CONFIG` tells each
+#   one the cluster and its own index.
+#
+# ## Exercises
+#
+# 1. Work out, for a replica A with 10 real tokens and a summed loss of 20, and a replica B with
+#    30 tokens and a summed loss of 30, the one-device loss, the mean of the replicas' own
+#    means, and what the library's division gives.
+# 2. Write the `TF_CONFIG` of worker 1 in a cluster of three hosts, `10.0.0.1:2222`,
+#    `10.0.0.2:2222` and `10.0.0.3:2222`.
+# 3. Split the CPU into three logical devices instead of two (first code cell) and run the
+#    comparison again. What should stay true, and why?
+#
+# ## Papers
+#
+# * Goyal et al. (2017). [Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour](https://arxiv.org/abs/1706.02677).
+# * Vaswani et al. (2017). [Attention Is All You Need (section 5.2, training on 8 GPUs)](https://arxiv.org/abs/1706.03762).
+#
+# ## Solutions
+#
+# <details><summary>1. Which mean</summary>
+#
+# One device: $(20 + 30)/(10 + 30) = 1.25$. Mean of the replicas' means: $(2 + 1)/2 = 1.5$, which
+# weights A's few tokens as much as B's many. The library divides each replica's sum by the
+# global count: $20/40 + 30/40 = 1.25$, the one-device value.
+# </details>
+#
+# <details><summary>2. TF_CONFIG</summary>
+#
+# ```python
+# import json, os
+# os.environ["TF_CONFIG"] = json.dumps({
+#     "cluster": {"worker": ["10.0.0.1:2222", "10.0.0.2:2222", "10.0.0.3:2222"]},
+#     "task": {"type": "worker", "index": 1},
+# })
+# ```
+# The same cluster list on every host; only `index` differs.
+# </details>
+#
+# <details><summary>3. Three replicas</summary>
+#
+# The losses of the two runs should again agree up to rounding: each global batch is now split
+# into three slices, and since every replica divides by the global token count, the sum over
+# replicas is still the one-device loss however the slices fall.
+# </details>

@@ -20,6 +20,18 @@
 # the saved graph. `keras_attention.serving.export` writes such a SavedModel. The first
 # code cell prints which mode produced the outputs.
 
+# %% [markdown]
+# **What you will learn**
+#
+# * what a SavedModel for TF Serving must contain: tokenizer, decoder and detokenizer as
+#   TensorFlow ops, strings in and strings out;
+# * the versioned folder layout TF Serving watches;
+# * how to call the serving signature, and reload it in a process without this library;
+# * how REST and gRPC requests look, and how the time per sentence changes with batch size.
+#
+# **What you need**: tutorial 09 (its Transformer, reused from the cache when 09 has run with
+# the same settings). Docker, to run TF Serving itself, is optional.
+
 # %%
 import json
 import os
@@ -187,3 +199,60 @@ fig.savefig(figure_path("12_serving_latency.png"), dpi=100)
 
 # %%
 shutil.rmtree(workdir)  # the export was only for this tutorial
+
+# %% [markdown]
+# ## Recap
+#
+# * `serving.export` writes `path/1/`, a SavedModel whose `serving_default` signature takes a
+#   batch of strings and returns `translations`, `scores` and `truncated`.
+# * The decoding method is fixed at export time; a new version goes next to the old one.
+# * A fresh process with TensorFlow and TensorFlow Text only gives the same translations.
+# * `serving.requests` builds REST bodies and gRPC requests and parses the replies.
+# * Larger batches cost less per sentence, until the machine is busy.
+#
+# ## Exercises
+#
+# 1. Export a greedy version as version 2 in the same base folder and compare its translations
+#    and time per sentence with the beam version. *Hint:*
+#    `serving.export(translator, str(base), method="greedy", version=2)`.
+# 2. Build the REST body in the columnar layout. How does it differ from the row layout?
+#    *Hint:* `tfs.rest_request(sentences, format="inputs")`.
+# 3. Translate a sentence longer than the model's maximum length through the signature and
+#    read the `truncated` output.
+#
+# ## Papers
+#
+# * Olston et al. (2017). [TensorFlow-Serving: Flexible, High-Performance ML Serving](https://arxiv.org/abs/1712.06139).
+#
+# ## Solutions
+#
+# <details><summary>1. A greedy version</summary>
+#
+# ```python
+# greedy_dir = serving.export(translator, str(base), method="greedy", version=2)
+# greedy = tf.saved_model.load(greedy_dir).signatures["serving_default"]
+# print([t.decode() for t in greedy(sentences=tf.constant(sentences))["translations"].numpy()])
+# ```
+# TF Serving would now serve version 2, the highest. Greedy keeps one hypothesis instead of
+# four, so it is faster; its translations may differ from the beam's where beam search found a
+# better-scoring sentence.
+# </details>
+#
+# <details><summary>2. Columnar layout</summary>
+#
+# The row layout sends `{"instances": [...]}`, one entry per sentence, and TF Serving answers
+# `{"predictions": [...]}`, one object per sentence; the columnar layout sends
+# `{"inputs": [...]}` (the signature has one input, so the list is that input's column) and
+# is answered by `{"outputs": {...}}`, one list per output. `parse_rest_reply` reads both.
+# </details>
+#
+# <details><summary>3. Truncation</summary>
+#
+# ```python
+# long_sentence = " ".join(["a dog runs on the beach"] * 20)
+# out = signature(sentences=tf.constant([long_sentence]))
+# print(out["truncated"].numpy())  # [ True]
+# ```
+# The source is cut to the maximum length before translation, and the flag tells the client
+# so.
+# </details>

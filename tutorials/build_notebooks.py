@@ -70,21 +70,25 @@ def build(script, timeout=None):
 
 
 def update_prose(script):
-    """Copy the script's Markdown cells into its executed notebook, keeping every output.
+    """Make the notebook the script's cells again, keeping every code cell's outputs.
 
-    Only for changes to prose: the code cells must be unchanged, or this
-    refuses (the outputs would no longer be the code's).
+    Only for changes to prose (Markdown cells edited, added or removed): the
+    code cells must be the same, in the same order, or this refuses (the
+    outputs would no longer be the code's).
     """
     fresh = jupytext.read(script)
+    fresh.metadata.pop("jupytext", None)
     path = script.with_suffix(".ipynb")
     notebook = nbformat.read(path, as_version=4)
-    kinds = lambda nb: [c.cell_type for c in nb.cells]  # noqa: E731
-    code = lambda nb: [c.source for c in nb.cells if c.cell_type == "code"]  # noqa: E731
-    if kinds(fresh) != kinds(notebook) or code(fresh) != code(notebook):
+    executed = [c for c in notebook.cells if c.cell_type == "code"]
+    if [c.source for c in fresh.cells if c.cell_type == "code"] != [c.source for c in executed]:
         sys.exit(f"{script.name}: its code cells changed since the notebook ran; build it again")
-    for new, old in zip(fresh.cells, notebook.cells):
-        if new.cell_type == "markdown":
-            old.source = new.source
+    ids = {c.source: c.id for c in notebook.cells if c.cell_type == "markdown"}
+    for cell in fresh.cells:
+        if cell.cell_type == "markdown":
+            cell.id = ids.get(cell.source, cell.id)  # unchanged prose keeps its id: a smaller diff
+    ran = iter(executed)
+    notebook.cells = [next(ran) if cell.cell_type == "code" else cell for cell in fresh.cells]
     nbformat.write(notebook, path)
 
 

@@ -8,6 +8,7 @@ the model cache in the test's temporary folder. In QUICK mode a tutorial takes
 """
 
 import os
+import re
 import pathlib
 import subprocess
 import sys
@@ -95,3 +96,30 @@ def test_readme_indexes_every_tutorial_and_figure():
     for script in SCRIPTS:
         assert script.name in readme and script.with_suffix(".ipynb").name in readme, script.name
         assert any(f"figures/{name}" in readme for name in FIGURES[script.stem]), script.name
+
+
+# What every tutorial gives a learner (issue 29, item 6): what it teaches and needs at the
+# top; a recap, exercises, the papers and the solutions at the bottom, in that order.
+OPENING = ("**What you will learn**", "**What you need**")
+CLOSING = ("## Recap", "## Exercises", "## Papers", "## Solutions")
+PAPER_LINK = re.compile(r"\]\(https://(arxiv\.org/abs/\d{4}\.\d{4,5}|aclanthology\.org/[A-Z]\d{2}-\d{4})/?\)")
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_tutorial_has_the_learner_sections(script):
+    prose = [c.source for c in jupytext.read(script).cells if c.cell_type == "markdown"]
+    opening = prose[1]  # the cell after the title's
+    assert all(heading in opening for heading in OPENING), f"{script.name}: the cell after the title lacks {OPENING}"
+    closing = prose[-1]
+    positions = [closing.find(heading) for heading in CLOSING]
+    assert -1 not in positions and positions == sorted(positions), (
+        f"{script.name}: the last cell must hold {CLOSING} in this order"
+    )
+    papers = closing[positions[2]:positions[3]]
+    assert PAPER_LINK.search(papers), f"{script.name}: no paper linked (arXiv or ACL Anthology) under ## Papers"
+    exercises = closing[positions[1]:positions[2]]
+    solutions = closing[positions[3]:]
+    count = len(re.findall(r"^\d+\. ", exercises, flags=re.M))
+    assert 2 <= count <= 3 and solutions.count("<details>") == count, (
+        f"{script.name}: {count} exercises and {solutions.count('<details>')} collapsed solutions"
+    )
