@@ -219,6 +219,14 @@ class Transformer(keras.Model):
     # State entries that depend on the source alone; beam search never reorders them.
     decoding_constants = ("encoder_output", "source_mask", "cross_cache")
 
+    def _check_decoder_built(self):
+        if not all(block.built for block in self.decoder_blocks):
+            raise ValueError(
+                "The Transformer has no decoder weights yet: call it once on a batch, "
+                "`model((source_ids, target_in))`, or load a trained one, before decoding step by step. "
+                "Received: an unbuilt model"
+            )
+
     def init_decoding_state(self, source_ids, max_length):
         """Everything a decoding loop carries, as a dict of batch-major tensors.
 
@@ -227,6 +235,7 @@ class Transformer(keras.Model):
         values, projected once. Every entry has the batch on axis 0, so beam
         search can repeat and reorder it with `keras.tree.map_structure`.
         """
+        self._check_decoder_built()
         encoder_output, source_mask = self.encode(source_ids, training=False)
         batch = ops.shape(source_ids)[0]
         self_caches = [
@@ -256,6 +265,7 @@ class Transformer(keras.Model):
         step's cost does not grow with `max_length` through copies.
         """
         beam_size = check_positive_int("beam_size", beam_size)
+        self._check_decoder_built()
         encoder_output, source_mask = self.encode(source_ids, training=False)
         batch = ops.shape(source_ids)[0]
         return {

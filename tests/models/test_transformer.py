@@ -131,3 +131,13 @@ def test_beam_layout_equals_repeated_and_gathered_state(normalize_first):
 
 def _map(fn, structure):
     return keras.tree.map_structure(fn, structure)
+
+
+def test_step_by_step_decoding_of_an_unbuilt_model_is_one_clear_error():
+    model = Transformer(20, 20, num_layers=1, d_model=8, num_heads=2, intermediate_dim=16)
+    source = np.array([[2, 5, 6, 3]])
+    for start in (lambda: model.init_decoding_state(source, 5), lambda: model.init_beam_state(source, 5, 2)):
+        with pytest.raises(ValueError, match="no decoder weights yet: call it once on a batch"):
+            start()
+    model((source, source))  # built: the same calls now work
+    assert model.init_decoding_state(source, 5)["self_cache"][0][0].shape[1] == 5
