@@ -216,16 +216,15 @@ print(f"shortest bucket {short:.2f} BLEU, longest {long:.2f}: "
       f"{'lower' if long < short else 'not lower'} on long sentences")
 
 # %% [markdown]
-# In the full run whose outputs the notebook shows, the longest bucket (16 words or
-# more) scored lowest, 4.7 lower-cased BLEU against 5.6 to 7.2 for the others. Two
+# The last line printed compares the shortest and the longest bucket of this run. Two
 # epochs leave this model weak, and length alone makes translation harder for any
 # model, so this chart is only half of the argument. Tutorial 02 trains the same
 # network with attention, on the same data for the same time, and puts both on one
 # chart.
 #
-# Full mode trains on all 29,000 pairs for two epochs, which took about 7 minutes on
-# the two CPU cores that built the notebooks. Training longer would raise the bars; it
-# would not remove the single vector between the encoder and the decoder.
+# Full mode trains on all 29,000 pairs for two epochs (the training cell prints how long
+# that took). Training longer would raise the bars; it would not remove the single
+# vector between the encoder and the decoder.
 
 # %% [markdown]
 # ## Recap

@@ -164,10 +164,10 @@ fig.savefig(figure_path("11_loss_per_step.png"), dpi=100)
 # %% [markdown]
 # The two runs agree up to the rounding of float32 sums done in a different order
 # (each replica adds up half the batch, then the halves are added): the losses match to
-# three or four decimals. The weights drift apart slowly as those rounding differences
-# compound from step to step: after the few steps of a QUICK run a typical weight
-# tensor differs by about a millionth of how far training moved it, after the 60
-# steps of the full run by under 1%. The tensors that differ most are the attention
+# three or four decimals (the "largest difference" line). The weights drift apart slowly as
+# those rounding differences compound from step to step; the lines above give the drift
+# relative to how far training moved the weights, for all of them and for the median
+# tensor, so a longer run shows a larger figure. The tensors that differ most are the attention
 # layers' *key biases*, and that is a property of attention, not of the distribution: adding the
 # same vector $b$ to every key adds the same number $q \cdot b$ to all the scores of a
 # query, which the softmax ignores, so their true gradient is zero. What they receive
