@@ -11,7 +11,7 @@ import importlib
 # The public API, loaded on first use (PEP 562): `import keras_attention` stays
 # light (the command line parses its arguments before TensorFlow starts), while
 # `keras_attention.Translator`, `from keras_attention import layers`, ... work.
-_SUBMODULES = ("data", "decoding", "explain", "layers", "models", "serving", "training")
+_SUBMODULES = ("data", "decoding", "explain", "layers", "models", "plotting", "serving", "training")
 _NAMES = {
     "Translator": "keras_attention.decoding.translator",
     "TrainConfig": "keras_attention.training.recipe",

@@ -13,6 +13,8 @@ if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.b
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+__all__ = ["plot_attention", "plot_attention_heads", "plot_history", "plot_position_encoding", "plot_schedule"]
+
 
 def _finish(fig, path, dpi):
     fig.tight_layout()
@@ -75,13 +77,23 @@ def plot_attention_heads(weights, source_tokens, target_tokens, path=None, colum
     """A grid of attention maps, one per head.
 
     Args:
-        weights: array `(num_heads, T_out, T_src)`.
-        source_tokens, target_tokens: lists of str.
+        weights: array `(num_heads, T_out, T_src)`, for example one example's
+            `return_attention_scores` of a `MultiHeadAttention`.
+        source_tokens: list of str, the x tick labels of every map.
+        target_tokens: list of str, the y tick labels of every map.
         path: str or None. Where to save a PNG.
         columns: int. Maps per row. Defaults to 4.
+        dpi: int. Defaults to 100.
 
     Returns:
         The matplotlib figure.
+
+    Example:
+
+    >>> weights = np.full((4, 2, 3), 1 / 3)  # 4 heads, 2 output tokens, 3 source tokens
+    >>> figure = plot_attention_heads(weights, ["a", "b", "c"], ["x", "y"], columns=2)
+    >>> len(figure.axes)
+    4
     """
     weights = np.asarray(weights, dtype="float32")
     if weights.ndim != 3:
@@ -102,7 +114,17 @@ def plot_attention_heads(weights, source_tokens, target_tokens, path=None, colum
 
 
 def plot_position_encoding(encoding, path=None, dpi=100):
-    """Heat map of a `(positions, d_model)` position encoding."""
+    """Heat map of a position encoding, one row per position.
+
+    Args:
+        encoding: array `(positions, d_model)`, for example the output of
+            `layers.SinusoidalPositionEncoding` without its batch axis.
+        path: str or None. Where to save a PNG.
+        dpi: int. Defaults to 100.
+
+    Returns:
+        The matplotlib figure.
+    """
     encoding = np.asarray(encoding, dtype="float32")
     if encoding.ndim != 2:
         raise ValueError(f"Expected (positions, d_model). Received: encoding.shape={encoding.shape}")
@@ -115,7 +137,17 @@ def plot_position_encoding(encoding, path=None, dpi=100):
 
 
 def plot_schedule(schedule, num_steps, path=None, dpi=100):
-    """Learning rate against step for a Keras `LearningRateSchedule` (or callable)."""
+    """Learning rate against step for a Keras `LearningRateSchedule` (or any callable).
+
+    Args:
+        schedule: called with the step index (0-based), returns the rate.
+        num_steps: int. Steps to draw.
+        path: str or None. Where to save a PNG.
+        dpi: int. Defaults to 100.
+
+    Returns:
+        The matplotlib figure.
+    """
     steps = np.arange(num_steps)
     rates = np.array([float(schedule(s)) for s in steps])
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -129,6 +161,20 @@ def plot_history(history, metrics=("loss",), path=None, dpi=100):
     """Training curves from a `History` or its `.history` dict.
 
     Each metric is drawn with its `val_` counterpart when present.
+
+    Args:
+        history: a `keras.callbacks.History` (what `fit` returns), or a dict
+            of lists of per-epoch values.
+        metrics: names to draw, one panel each. Defaults to `("loss",)`.
+        path: str or None. Where to save a PNG.
+        dpi: int. Defaults to 100.
+
+    Returns:
+        The matplotlib figure.
+
+    Raises:
+        ValueError: a metric the history does not hold (the message lists
+            the ones it does).
     """
     history = getattr(history, "history", history)
     missing = [m for m in metrics if m not in history]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = ["layers", "models", "data", "decoding", "explain", "training", "serving"]
+MODULES = ["layers", "models", "data", "decoding", "explain", "training", "serving", "plotting"]
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):

@@ -12,7 +12,8 @@ import keras_attention
 
 PACKAGE = pathlib.Path(keras_attention.__file__).parent
 PUBLIC = ["keras_attention", "keras_attention.layers", "keras_attention.models", "keras_attention.data",
-          "keras_attention.decoding", "keras_attention.explain", "keras_attention.training", "keras_attention.serving"]
+          "keras_attention.decoding", "keras_attention.explain", "keras_attention.training", "keras_attention.serving",
+          "keras_attention.plotting"]
 
 
 @pytest.mark.parametrize("module_name", PUBLIC)

@@ -37,10 +37,9 @@ import numpy as np
 
 import _common
 from _common import figure_path
-from keras_attention import layers
+from keras_attention import evaluate_bleu, layers
 from keras_attention.explain import explain
 from keras_attention.plotting import plot_attention
-from keras_attention.training.evaluation import evaluate_bleu
 
 _common.start("03 Luong attention")
 

@@ -42,9 +42,8 @@ import _common
 from _common import QUICK, SETTINGS, figure_path
 from keras_attention.explain import explain
 from keras_attention.plotting import plot_attention_heads, plot_history, plot_schedule
-from keras_attention.training.evaluation import evaluate_bleu
-from keras_attention.training.losses import MaskedSparseCrossEntropy
-from keras_attention.training.schedules import TransformerSchedule
+from keras_attention import evaluate_bleu
+from keras_attention.training import MaskedSparseCrossEntropy, TransformerSchedule
 
 _common.start("09 Training the Transformer")
 

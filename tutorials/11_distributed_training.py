@@ -49,10 +49,7 @@ import numpy as np  # noqa: E402
 import _common  # noqa: E402
 from _common import QUICK, SETTINGS, figure_path  # noqa: E402
 from keras_attention import data  # noqa: E402
-from keras_attention.training.distribution import get_strategy  # noqa: E402
-from keras_attention.training.losses import MaskedSparseCrossEntropy  # noqa: E402
-from keras_attention.training.metrics import MaskedTokenAccuracy  # noqa: E402
-from keras_attention.training.optimizers import Adam  # noqa: E402
+from keras_attention.training import Adam, MaskedSparseCrossEntropy, MaskedTokenAccuracy, get_strategy  # noqa: E402
 
 _common.start("11 Several GPUs and several hosts")
 print("logical CPU devices:", [d.name for d in tf.config.list_logical_devices("CPU")])

@@ -4,6 +4,7 @@
     python tutorials/build_notebooks.py 02 09           # some of them (by number or file name)
     python tutorials/build_notebooks.py --quick 11      # QUICK=1 (the first cell says so)
     python tutorials/build_notebooks.py --prose-only 02 # Markdown edits only: no re-run
+    python tutorials/build_notebooks.py --imports-only 09  # the same objects imported from elsewhere
 
 The scripts (`NN_topic.py`, jupytext percent format) are the source; each
 notebook is `jupytext.read(script)` executed top to bottom in the `tutorials/`
@@ -14,6 +15,7 @@ committed notebook has the same cells as its script.
 """
 
 import argparse
+import ast
 import os
 import pathlib
 import sys
@@ -92,13 +94,65 @@ def update_prose(script):
     nbformat.write(notebook, path)
 
 
+def _imports_and_rest(source):
+    """A code cell's top-level import statements (as source) and the dump of everything else."""
+    tree = ast.parse(source)
+    imports = [ast.get_source_segment(source, n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    rest = [ast.dump(n) for n in tree.body if not isinstance(n, (ast.Import, ast.ImportFrom))]
+    return imports, rest
+
+
+def _bound(imports):
+    """Run import statements in a fresh namespace (in `tutorials/`); return what they bind."""
+    namespace = {}
+    exec("\n".join(imports), namespace)  # noqa: S102  (our own tutorials' import lines)
+    namespace.pop("__builtins__", None)
+    return namespace
+
+
+def update_imports(script):
+    """Copy the script's new import statements into its executed notebook, keeping every output.
+
+    Refuses unless every changed code cell differs only in its import
+    statements and those bind the same names to the very same objects as
+    before (checked by running both here): the outputs are then still the
+    code's. Markdown cells are copied as with `--prose-only`.
+    """
+    fresh = jupytext.read(script)
+    path = script.with_suffix(".ipynb")
+    notebook = nbformat.read(path, as_version=4)
+    executed = [c for c in notebook.cells if c.cell_type == "code"]
+    new_code = [c for c in fresh.cells if c.cell_type == "code"]
+    if len(executed) != len(new_code):
+        sys.exit(f"{script.name}: code cells were added or removed; build it again")
+    sys.path.insert(0, str(HERE))
+    for old, new in zip(executed, new_code):
+        if old.source == new.source:
+            continue
+        (old_imports, old_rest), (new_imports, new_rest) = _imports_and_rest(old.source), _imports_and_rest(new.source)
+        before, after = _bound(old_imports), _bound(new_imports)
+        same = before.keys() == after.keys() and all(before[k] is after[k] for k in before)
+        if old_rest != new_rest or not same:
+            sys.exit(f"{script.name}: a code cell changed more than where its names are imported from; build it again")
+        old.source = new.source
+    nbformat.write(notebook, path)
+    update_prose(script)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tutorials", nargs="*", help="numbers or file names (default: all)")
     parser.add_argument("--quick", action="store_true", help="run with QUICK=1")
     parser.add_argument("--prose-only", action="store_true",
                         help="copy edited Markdown cells into the notebooks without running them")
+    parser.add_argument("--imports-only", action="store_true",
+                        help="copy import statements that bind the same objects, without running the notebooks")
     args = parser.parse_args(argv)
+    if args.imports_only:
+        for script in scripts(args.tutorials):
+            update_imports(script)
+            print(f"{script.name}: imports copied", flush=True)
+        return
     if args.prose_only:
         for script in scripts(args.tutorials):
             update_prose(script)

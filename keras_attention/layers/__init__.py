@@ -2,7 +2,7 @@
 
 from keras_attention.layers import legacy  # noqa: F401  (loads files saved by 0.2)
 
-from keras_attention.layers.attention_ops import scaled_dot_product_attention
+from keras_attention.layers.attention_ops import causal_mask, scaled_dot_product_attention
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.positional_embedding import PositionalEmbedding
 from keras_attention.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
@@ -19,5 +19,6 @@ __all__ = [
     "SinusoidalPositionEncoding",
     "TransformerDecoder",
     "TransformerEncoder",
+    "causal_mask",
     "scaled_dot_product_attention",
 ]

@@ -42,11 +42,26 @@ def masked_softmax(scores, mask=None, axis=-1):
 
 
 def causal_mask(query_length, key_length, offset=0):
-    """Lower-triangular mask of shape (query_length, key_length).
+    """The causal mask: query `i` may attend to keys `j <= offset + i` (Vaswani et al., 2017, section 3.2.3).
 
-    Query position `i` sits at absolute position `offset + i` and may attend to
-    key positions `j <= offset + i`. `offset` is the cache index during
-    incremental decoding (0 for a full pass); it may be a tensor.
+    Query position `i` sits at absolute position `offset + i`; `offset` is
+    the cache index during incremental decoding (0 for a full pass).
+
+    Args:
+        query_length: int. Number of query positions.
+        key_length: int. Number of key positions.
+        offset: int or int scalar tensor. Absolute position of query 0.
+            Defaults to 0.
+
+    Returns:
+        A bool tensor `(query_length, key_length)`, True where attending is
+        allowed: lower-triangular when `offset` is 0. Pass it as `mask` to
+        `scaled_dot_product_attention` (it broadcasts over batch and heads).
+
+    Example:
+
+    >>> causal_mask(3, 3).numpy().astype(int).tolist()  # doctest: +SKIP
+    [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
     """
     q = ops.expand_dims(ops.arange(query_length) + offset, -1)  # (T_q, 1)
     k = ops.expand_dims(ops.arange(key_length), 0)  # (1, T_k)

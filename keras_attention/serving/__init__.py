@@ -18,5 +18,9 @@ from keras_attention.serving.export import (
     SERVING_SIGNATURE,
     export,
 )
+from keras_attention.serving import requests
 
-__all__ = ["CTranslate2Translator", "EXPORT_METHODS", "IDS_SIGNATURE", "SERVING_SIGNATURE", "export", "export_ctranslate2"]
+__all__ = [
+    "CTranslate2Translator", "EXPORT_METHODS", "IDS_SIGNATURE", "SERVING_SIGNATURE", "export", "export_ctranslate2",
+    "requests",
+]

@@ -1,17 +1,22 @@
 """Losses, metrics, schedules and callbacks for training translators with `fit`."""
 
+from keras_attention.training.distribution import get_strategy
 from keras_attention.training.losses import MaskedSparseCrossEntropy
 from keras_attention.training.metrics import MaskedTokenAccuracy
+from keras_attention.training.optimizers import SGD, Adam
 from keras_attention.training.schedules import TransformerSchedule
 from keras_attention.training.evaluation import evaluate_bleu, moses_bleu
 from keras_attention.training.recipe import TrainConfig, train
 
 __all__ = [
+    "Adam",
     "MaskedSparseCrossEntropy",
     "MaskedTokenAccuracy",
+    "SGD",
     "TrainConfig",
     "TransformerSchedule",
     "evaluate_bleu",
+    "get_strategy",
     "moses_bleu",
     "train",
 ]
