@@ -51,10 +51,17 @@ def bleu(scores):
 
 
 MULTI30K_RUNS = [(m, d) for m in ("transformer", "bahdanau", "luong", "rnn") for d in ("en-de", "de-en")]
+# Runs of other recipes, shown after the one they vary once their JSON exists.
+MULTI30K_VARIANTS = {"transformer": ["transformer-shared"]}
 
 
 def multi30k():
-    runs = [(model, direction, load(f"multi30k/{model}-{direction}")) for model, direction in MULTI30K_RUNS]
+    runs = []
+    for model, direction in MULTI30K_RUNS:
+        runs.append((model, direction, load(f"multi30k/{model}-{direction}")))
+        for variant in MULTI30K_VARIANTS.get(model, []):
+            if os.path.exists(os.path.join(ROOT, "benchmarks", "multi30k", f"{variant}-{direction}.json")):
+                runs.append((variant, direction, load(f"multi30k/{variant}-{direction}")))
     # fairseq's measure, once some run has it (scripts/train_multi30k.py adds it to the scores it computes).
     moses = any("bleu_moses_lowercase" in (r.get("test_average_beam4") or {}) for *_, r in runs)
     lines = ["| model | direction | epochs | BLEU greedy | BLEU beam 4 | BLEU beam 4, last checkpoints averaged "
@@ -63,7 +70,10 @@ def multi30k():
              "|---|---|---:|---:|---:|---:|" + ("---:|" if moses else "") + "---:|---:|---:|---|"]
     for model, direction, r in runs:
         config = r["config"]
-        name = f"{model} ({config['preset']})" if model != "rnn" else f"RNN without attention ({config['preset']})"
+        name = (f"{config.get('model', model)} ({config['preset']})" if model != "rnn"
+                else f"RNN without attention ({config['preset']})")
+        if config.get("share_embeddings"):
+            name += ", one vocabulary, shared embeddings"
         averaged = r.get("test_average_beam4") or {}
         fairseq = (f"| {averaged['bleu_moses_lowercase']:.1f} " if "bleu_moses_lowercase" in averaged
                    else "| not scored ") if moses else ""

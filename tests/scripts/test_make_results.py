@@ -59,6 +59,15 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
     assert "| transformer (small) | de->en | 12 | 30.0 / 30.6 | 31.0 / 30.6 | 32.0 / 30.6 | 33.4 | 55.0 |" in table
     assert "| the same, lower-cased on Moses tokens |" in table and table.count("not scored") == 13 + 7
 
+    # A variant of a recipe (its own JSON) gets its row after the recipe's, named by its settings.
+    variant = {**result, "config": {"model": "transformer", "preset": "small", "epochs": 9, "share_embeddings": True}}
+    (runs / "transformer-shared-en-de.json").write_text(json.dumps(variant))
+    lines = make_results.multi30k().splitlines()
+    names = [line.split(" | ")[0] + " | " + line.split(" | ")[1] for line in lines if line.startswith("| transformer")]
+    assert names == ["| transformer (small) | en->de",
+                     "| transformer (small), one vocabulary, shared embeddings | en->de",
+                     "| transformer (small) | de->en"]
+
 
 def test_the_inference_table(tmp_path, monkeypatch):
     figures = {
