@@ -203,6 +203,10 @@ def main(argv=None):
             for (engine, precision, method), out in texts.items()}
     ours, theirs = texts.get(("savedmodel", "float32", "greedy")), texts.get(("ctranslate2", "float32", "greedy"))
     identical = None if ours is None or theirs is None else sum(a == b for a, b in zip(ours, theirs)) / len(ours)
+    # The sentences where the two greedy outputs differ (the first ten), to explain each difference.
+    differences = [] if identical is None else [
+        dict(index=i, source=sentences[i], savedmodel=a, ctranslate2=b)
+        for i, (a, b) in enumerate(zip(ours, theirs)) if a != b][:10]
 
     def tokens_per_second(engine, precision, method, batch_size):
         return next((r["target_tokens_per_second"] for r in results if (r["engine"], r["precision"], r["method"],
@@ -217,11 +221,13 @@ def main(argv=None):
             ratios[f"savedmodel_over_ctranslate2_{precision}_beam_batch{batch}"] = round(ours_tps / theirs_tps, 3)
     print(f"BLEU: {bleu}")
     print(f"greedy outputs identical (SavedModel vs CTranslate2 float32): {identical}")
+    for d in differences:
+        print(f"  sentence {d['index']}: ours {d['savedmodel']!r} / CTranslate2 {d['ctranslate2']!r}")
     print(f"tokens/s ratios: {ratios}")
     write_json(args.json, {
         "model": folder, "sentences": len(sentences), "rounds": args.rounds, "ctranslate2": ctranslate2.__version__,
         "ctranslate2_device": ct2_device, "intra_threads": os.cpu_count(),
-        "greedy_identical_fraction": identical, "bleu": bleu, "ratios": ratios, "results": results,
+        "greedy_identical_fraction": identical, "greedy_differences": differences, "bleu": bleu, "ratios": ratios, "results": results,
     })
     return 0
 
