@@ -36,12 +36,15 @@
 # tutorial. The first code cell prints which mode (QUICK or full) produced the outputs shown.
 
 # %%
+import time
+
 import keras
 import matplotlib.pyplot as plt
+import numpy as np
 
 import _common
 from _common import SETTINGS, figure_path
-from keras_attention import data
+from keras_attention import Translator, data, models, training
 
 _common.start("01 The RNN encoder-decoder")
 
@@ -135,30 +138,22 @@ print("target_in[0][:6]: ", target_in[0, :6].numpy().tolist())
 print("target_out[0][:6]:", target_out[0, :6].numpy().tolist())
 
 # %% [markdown]
-# `load_translation_data()` in `_common.py` repeats exactly these three steps;
-# the following tutorials call it instead of spelling them out again.
+# `_common.load_translation_data()` repeats exactly these three steps; the following
+# tutorials call it instead of spelling them out again.
 #
 # ## The model
 #
 # `models.Seq2SeqRNN(attention=None)` is the fixed-vector model: a bidirectional GRU
 # encoder, a dense `tanh` "bridge" from its two final states to the decoder's first
 # state, and a GRU decoder that receives the same summary $c$ (the bridge output)
-# next to the previous word at every step, as in Cho et al. (2014).
-#
-# Training uses the library's masked cross-entropy (padding does not count) with
-# label smoothing 0.1, Adam at 1e-3 with gradients clipped to norm 1, and the masked
-# token accuracy (`_common.compile_translation_model`).
-# `_common.train_translator` builds, compiles and fits the model, wraps it in a
-# `Translator` (tokenize, decode, detokenize) and keeps it in a cache folder so that
-# tutorials 02 and 09 can compare against this very model without retraining it.
+# next to the previous word at every step, as in Cho et al. (2014). Calling it once on
+# a batch creates its weights.
 
 # %%
-data_bundle = _common.TranslationData(SETTINGS, train_pairs, [], en_tokenizer, de_tokenizer, batches)
-translator, history = _common.train_translator("rnn", data_bundle)
-model = translator.model
+model = models.Seq2SeqRNN(en_tokenizer.vocab_size, de_tokenizer.vocab_size, attention=None, **SETTINGS.rnn)
+logits = model((source_ids, target_in))
+print("logits:", tuple(logits.shape), "= (batch, target length, German vocabulary)")
 print(f"parameters: {model.count_params():,}")
-print("final training loss:", round(history["loss"][-1], 3),
-      " token accuracy:", round(history["token_accuracy"][-1], 3))
 
 # %% [markdown]
 # ## Where the bottleneck is, in shapes
@@ -173,21 +168,82 @@ for length in (5, 25):
     carry, constants = model.encode(ids)
     print(f"source length {length:2d}: encoder states {tuple(constants['encoder_output'].shape)}"
           f" -> summary c {tuple(constants['summary'].shape)}")
-logits = model((source_ids, target_in))
-print("logits:", tuple(logits.shape), "= (batch, target length, German vocabulary)")
 
 # %% [markdown]
-# ## Translating
+# ## Training with `fit`
 #
-# `Translator` decodes greedily: it feeds `[START]`, takes the most probable word,
-# feeds it back, and stops at `[END]`.
+# Each position of `target_out` is a classification over the German vocabulary, so the
+# loss is the cross-entropy of every target token, averaged over the real tokens only:
+# `training.MaskedSparseCrossEntropy` leaves out the padding (id 0). Its label smoothing
+# of 0.1 is explained in tutorial 09. The metric, `training.MaskedTokenAccuracy`, is the
+# share of real tokens predicted right. Adam runs at a rate of $10^{-3}$ with the
+# Transformer paper's $\beta_2 = 0.98$, and gradients are clipped to norm 1, because a
+# recurrence can produce exploding gradients. `jit_compile=False` keeps XLA off: it would
+# compile the model again for every new batch shape, longer than this short run gains.
+
+# %%
+model.compile(
+    optimizer=keras.optimizers.Adam(1e-3, beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=1.0),
+    loss=training.MaskedSparseCrossEntropy(label_smoothing=0.1),
+    metrics=[training.MaskedTokenAccuracy()],
+    jit_compile=False,
+)
+started = time.time()
+history = model.fit(batches, epochs=SETTINGS.rnn_epochs, verbose=2)
+seconds = time.time() - started
+print(f"{SETTINGS.rnn_epochs} epoch(s) in {seconds:.0f} s on {_common.device_name()}")
+print("training loss by epoch:", [round(x, 3) for x in history.history["loss"]],
+      " token accuracy:", [round(x, 3) for x in history.history["token_accuracy"]])
+
+# %% [markdown]
+# ## Translating, one word at a time
+#
+# Now there is no reference to feed. `init_decoding_state` runs the encoder once;
+# `decode_step` takes the previous output word of each sentence and returns the scores of
+# the next one, carrying the decoder's state from step to step. Greedy decoding takes the
+# most probable word, feeds it back, and stops at `[END]`. `[PAD]` (id 0) is never a
+# word, so its score is masked out. The source gets the `[START]` and `[END]` markers it
+# had in training.
 
 # %%
 test_pairs = data.load_multi30k("en", "de", split="test").take(SETTINGS.test_pairs)
 test_pairs = [(en.decode(), de.decode()) for en, de in test_pairs.as_numpy_iterator()]
-sources = [en for en, _ in test_pairs[:3]]
-for (en, de), output in zip(test_pairs[:3], translator(sources)):
-    print(f"source:    {en}\nreference: {de}\noutput:    {output}\n")
+
+
+def greedy_translate(sentence, max_length=SETTINGS.max_length):
+    pieces = en_tokenizer.tokenize([sentence])[0].numpy().tolist()
+    source = np.array([[en_tokenizer.start_id, *pieces, en_tokenizer.end_id]], "int32")  # (1, S)
+    state = model.init_decoding_state(source, max_length)
+    token, output = np.array([de_tokenizer.start_id], "int32"), []
+    for step in range(max_length):
+        logits, state, _ = model.decode_step(state, token, step)  # logits: (1, German vocabulary)
+        logits = np.array(logits)
+        logits[:, 0] = -np.inf  # never [PAD]
+        token = logits.argmax(axis=-1).astype("int32")  # (1,)
+        if token[0] == de_tokenizer.end_id:
+            break
+        output.append(int(token[0]))
+    return de_tokenizer.detokenize([output]).numpy()[0].decode()
+
+
+for en, de in test_pairs[:3]:
+    print(f"source:    {en}\nreference: {de}\noutput:    {greedy_translate(en)}\n")
+
+# %% [markdown]
+# `Translator` wraps the same steps: it tokenizes a batch, runs this loop for all its
+# sentences at once inside one compiled TensorFlow function, and detokenizes. It gives
+# the same translations, and it is the object the later tutorials use (and the library
+# can save, export and serve). The last line keeps the trained translator in the
+# tutorials' cache, so that tutorials 02, 03 and 09 compare against this very model.
+
+# %%
+translator = Translator(model, en_tokenizer, de_tokenizer, max_source_length=128,
+                        max_target_length=SETTINGS.max_length)
+sources = [en for en, _ in test_pairs[:20]]
+same = sum(a == b for a, b in zip(translator(sources), map(greedy_translate, sources)))
+print(f"Translator and the loop above agree on {same} of {len(sources)} sentences")
+assert same == len(sources), "the prose above says the two give the same translations"
+_common.keep_translator("rnn", translator, dict(history.history, train_seconds=round(seconds, 1)))
 
 # %% [markdown]
 # ## BLEU by source length

@@ -191,6 +191,31 @@ def _cache_key(kind, settings, extra):
     return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
+def device_name():
+    """What the tutorials' timings ran on, for the lines that print them."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    return f"{len(gpus)} GPU(s)" if gpus else f"a CPU with {os.cpu_count()} cores"
+
+
+def _cache_folder(kind, settings, epochs, extra):
+    return CACHE / _cache_key(kind, settings, dict(extra, epochs=epochs))
+
+
+def keep_translator(kind, translator, history, settings=SETTINGS, epochs=None, **extra):
+    """Keep a translator trained in a tutorial, so later tutorials reuse it.
+
+    `train_translator(kind, ...)` with the same settings then reloads it
+    instead of training again. `history`: the `History.history` dict, plus
+    `train_seconds`.
+    """
+    epochs = epochs or (settings.transformer_epochs if kind == "transformer" else settings.rnn_epochs)
+    folder = _cache_folder(kind, settings, epochs, extra)
+    translator.save(str(folder))  # replaces an earlier copy
+    (folder / "history.json").write_text(json.dumps(history))
+
+
 def train_translator(kind, translation_data, epochs=None, verbose=2, **extra):
     """Train (or reload from the cache) one model of `kind`; return `(translator, history)`.
 
@@ -199,7 +224,7 @@ def train_translator(kind, translation_data, epochs=None, verbose=2, **extra):
     """
     s = translation_data.settings
     epochs = epochs or (s.transformer_epochs if kind == "transformer" else s.rnn_epochs)
-    folder = CACHE / _cache_key(kind, s, dict(extra, epochs=epochs))
+    folder = _cache_folder(kind, s, epochs, extra)
     if (folder / "history.json").exists():
         history = json.loads((folder / "history.json").read_text())
         print(f"{kind}: trained earlier with the same settings, reloaded from the tutorial cache: "
@@ -218,8 +243,7 @@ def train_translator(kind, translation_data, epochs=None, verbose=2, **extra):
         model, translation_data.source_tokenizer, translation_data.target_tokenizer,
         max_source_length=128, max_target_length=s.max_length,
     )
-    translator.save(str(folder))
-    (folder / "history.json").write_text(json.dumps(history))
+    keep_translator(kind, translator, history, s, epochs, **extra)
     return translator, history
 
 
