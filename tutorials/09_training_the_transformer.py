@@ -13,10 +13,10 @@
 # %% [markdown]
 # # 09 · Training the Transformer, and how it compares
 #
-# Tutorials 04 to 08 assembled the parts; `models.Transformer` puts them together:
-# embeddings with positions, a stack of encoder blocks, a stack of decoder blocks and an
-# output layer that shares its weights with the target embedding (section 3.4). This
-# tutorial covers the training recipe of section 5 (a warm-up learning-rate schedule,
+# Tutorials 04 to 08 took the parts apart; here we put them together: embeddings with
+# positions, a stack of encoder blocks, a stack of decoder blocks and an output layer
+# that shares its weights with the target embedding (section 3.4). This tutorial covers
+# the training recipe of section 5 (a warm-up learning-rate schedule,
 # label smoothing), decodes with beam search, and ends with a table of every
 # translation model of this series trained and scored in the same setting. The first
 # code cell prints which mode produced the outputs.
@@ -25,7 +25,9 @@
 # **What you will learn**
 #
 # * the paper's learning-rate schedule (warm-up, then inverse square root) and label smoothing;
-# * how to train `models.Transformer` on Multi30k and decode it greedily and with beam search;
+# * how to assemble the Transformer from the blocks of tutorials 06 to 08, train it with
+#   `fit`, and check that `models.Transformer` with its weights computes the same thing;
+# * beam search step by step on one sentence, then greedy and beam decoding of the test set;
 # * how to look at each cross-attention head of a trained model;
 # * how the four translation models of this series compare on one time budget.
 #
@@ -35,6 +37,7 @@
 # %%
 import time
 
+import keras
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -42,8 +45,8 @@ import _common
 from _common import QUICK, SETTINGS, figure_path
 from keras_attention.explain import explain
 from keras_attention.plotting import plot_attention_heads, plot_history, plot_schedule
-from keras_attention import evaluate_bleu
-from keras_attention.training import MaskedSparseCrossEntropy, TransformerSchedule
+from keras_attention import Translator, evaluate_bleu, layers, models
+from keras_attention.training import MaskedSparseCrossEntropy, MaskedTokenAccuracy, TransformerSchedule
 
 _common.start("09 Training the Transformer")
 
@@ -69,17 +72,19 @@ for step in (1, 1000, 4000, 10000, 40000):
     print(f"step {step:6d}: learning rate {float(paper(step - 1)):.2e}")
 
 # %% [markdown]
-# Our runs are far shorter than the paper's 100,000 steps, so `_common.compile_translation_model`
-# warms up over the first 5% of the steps and scales the schedule so that its peak is
-# $10^{-3}$, as `keras-attention train` does.
+# Our runs are far shorter than the paper's 100,000 steps, so we warm up over the first
+# 5% of the steps and scale the schedule so that its peak is $10^{-3}$, as
+# `keras-attention train` does.
 
 # %%
 translation_data = _common.load_translation_data()
 steps_per_epoch = sum(1 for _ in translation_data.train_batches)
 total = steps_per_epoch * SETTINGS.transformer_epochs
-model = _common.build_translation_model("transformer", translation_data)
+# The sizes of the "tiny" preset, with the settings' changes (smaller still in QUICK mode).
+sizes = {**models.PRESETS[SETTINGS.transformer["preset"]],
+         **{k: v for k, v in SETTINGS.transformer.items() if k != "preset"}}
 warmup = max(1, total // 20)
-ours = TransformerSchedule(model.d_model, warmup, scale=1e-3 / (model.d_model * warmup) ** -0.5)
+ours = TransformerSchedule(sizes["d_model"], warmup, scale=1e-3 / (sizes["d_model"] * warmup) ** -0.5)
 print(f"{steps_per_epoch} steps an epoch, {total} in all; warm-up {warmup} steps, "
       f"peak {float(ours(warmup - 1)):.1e}, last {float(ours(total - 1)):.1e}")
 
@@ -117,18 +122,95 @@ fig.tight_layout()
 fig.savefig(figure_path("09_label_smoothing.png"), dpi=100)
 
 # %% [markdown]
-# ## Training
+# ## The model, assembled from the blocks
 #
-# The "tiny" preset (2 + 2 blocks, $d_\text{model} = 128$, 4 heads, $d_\text{ff} = 512$,
-# dropout 0.1) on the same Multi30k batches as the RNN models, with the loss above
-# ($\epsilon = 0.1$), masked token accuracy and the scaled schedule. The paper's base
-# model is 6 + 6 blocks of width 512 trained for 12 hours on 8 GPUs.
+# Section 3 of the paper, from the layers of tutorials 06 to 08: token embeddings with
+# positions (scaled by $\sqrt{d_\text{model}}$, dropout on the sums), a stack of encoder
+# blocks over the source, a stack of decoder blocks over the target prefix, each
+# reading the encoder's output, and an output layer that shares its weights with the
+# target embedding (section 3.4): the logits are the decoder's vectors times the
+# embedding table, transposed. The embeddings start with a standard deviation of
+# $d_\text{model}^{-0.5}$, so that the output layer starts with logits of order one.
 
 # %%
-translator, history = _common.train_translator("transformer", translation_data)
-model = translator.model
-print(f"parameters: {model.count_params():,}; training took {history['train_seconds']:.0f} s")
+class HandmadeTransformer(keras.Model):
+    """The encoder-decoder Transformer, built from `keras_attention.layers`."""
+
+    def __init__(self, source_vocab, target_vocab, num_layers, d_model, num_heads, intermediate_dim,
+                 dropout, max_length, **kwargs):
+        super().__init__(**kwargs)
+        start = keras.initializers.RandomNormal(stddev=d_model**-0.5)
+        self.source_embedding = layers.PositionalEmbedding(source_vocab, d_model, max_length=max_length,
+                                                           mask_zero=True, embeddings_initializer=start)
+        self.target_embedding = layers.PositionalEmbedding(target_vocab, d_model, max_length=max_length,
+                                                           mask_zero=True, embeddings_initializer=start)
+        self.embedding_dropout = keras.layers.Dropout(dropout)
+        self.encoder_blocks = [layers.TransformerEncoder(num_heads, intermediate_dim, dropout=dropout)
+                               for _ in range(num_layers)]
+        self.decoder_blocks = [layers.TransformerDecoder(num_heads, intermediate_dim, dropout=dropout)
+                               for _ in range(num_layers)]
+
+    def call(self, inputs, training=None):
+        source_ids, target_in = inputs  # (B, S), (B, T)
+        source_mask, target_mask = keras.ops.not_equal(source_ids, 0), keras.ops.not_equal(target_in, 0)
+        x = self.embedding_dropout(self.source_embedding(source_ids), training=training)  # (B, S, d)
+        for block in self.encoder_blocks:
+            x = block(x, padding_mask=source_mask, training=training)
+        y = self.embedding_dropout(self.target_embedding(target_in), training=training)  # (B, T, d)
+        for block in self.decoder_blocks:
+            y = block(y, x, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask, training=training)
+        table = self.target_embedding.token_embedding.embeddings  # (V, d), shared with the output layer
+        return keras.ops.matmul(y, keras.ops.transpose(table))  # (B, T, V) logits
+
+
+vocabularies = (translation_data.source_tokenizer.vocab_size, translation_data.target_tokenizer.vocab_size)
+handmade = HandmadeTransformer(*vocabularies, max_length=SETTINGS.max_length, **sizes)
+(source_ids, target_in), target_out = next(iter(translation_data.train_batches))
+print("source:", tuple(source_ids.shape), " target in:", tuple(target_in.shape),
+      " logits:", tuple(handmade((source_ids, target_in)).shape))
+print(f"parameters: {handmade.count_params():,}")
+
+# %% [markdown]
+# ## Training
+#
+# On the same Multi30k batches as the RNN models, with the loss above ($\epsilon = 0.1$),
+# masked token accuracy and the scaled schedule, for the epochs of the settings. The
+# paper's base model is 6 + 6 blocks of width 512 trained for 12 hours on 8 GPUs.
+
+# %%
+handmade.compile(
+    optimizer=keras.optimizers.Adam(ours, beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=1.0),
+    loss=MaskedSparseCrossEntropy(label_smoothing=0.1),
+    metrics=[MaskedTokenAccuracy()],
+    jit_compile=False,  # XLA would compile again for every batch shape
+)
+started = time.time()
+history = handmade.fit(translation_data.train_batches, epochs=SETTINGS.transformer_epochs, verbose=2)
+history = dict(history.history, train_seconds=round(time.time() - started, 1))
+print(f"{SETTINGS.transformer_epochs} epoch(s) in {history['train_seconds']:.0f} s on {_common.device_name()}")
 plot_history(history, metrics=("loss", "token_accuracy"), path=figure_path("09_history.png"))
+
+# %% [markdown]
+# `models.Transformer` is this model, with what translation needs on top: step-by-step
+# decoding with a cache (tutorial 08), saving, pre-norm and other options. Given the
+# same sizes and the trained weights, layer by layer, it computes the same logits.
+# `Translator` then puts the tokenizers around it; the last line keeps it for tutorial
+# 12 and for the table at the end.
+
+# %%
+model = models.Transformer(*vocabularies, max_length=SETTINGS.max_length, **sizes)
+model((source_ids, target_in))  # create its weights
+pairs = [(handmade.source_embedding, model.source_embedding), (handmade.target_embedding, model.target_embedding),
+         *zip(handmade.encoder_blocks, model.encoder_blocks), *zip(handmade.decoder_blocks, model.decoder_blocks)]
+for ours_layer, library_layer in pairs:
+    library_layer.set_weights(ours_layer.get_weights())
+difference = np.abs(np.array(handmade((source_ids, target_in))) - np.array(model((source_ids, target_in)))).max()
+print(f"parameters: handmade {handmade.count_params():,}, models.Transformer {model.count_params():,}")
+print(f"largest logit difference on a batch: {difference:.1e}")
+assert handmade.count_params() == model.count_params() and difference < 1e-4
+translator = Translator(model, translation_data.source_tokenizer, translation_data.target_tokenizer,
+                        max_source_length=128, max_target_length=SETTINGS.max_length)
+_common.keep_translator("transformer", translator, history)
 
 # %% [markdown]
 # ## Greedy decoding and beam search
@@ -139,7 +221,60 @@ plot_history(history, metrics=("loss", "token_accuracy"), path=figure_path("09_h
 # worse now can win when the sentence is finished. Longer hypotheses collect more
 # negative log-probabilities, so scores are divided by a length penalty
 # $((5 + |Y|)/6)^\alpha$ (Wu et al., 2016). The paper used a beam of 4 and
-# $\alpha = 0.6$; so do we.
+# $\alpha = 0.6$.
+#
+# Here is beam search written out, on one sentence, with 3 hypotheses and no length
+# penalty ($\alpha = 0$), so that a score is simply the sum of the log-probabilities
+# of the words. The hypotheses are decoded as a batch of 3 rows, each with its own
+# cache; when a hypothesis is dropped and another one's continuation takes its row, the
+# rows of the decoding state are reordered to follow (`parents`). A hypothesis that
+# writes `[END]` is finished: it keeps its score and its place until 3 better ones turn
+# up. The search ends when all 3 are finished.
+
+# %%
+def beam_search_by_hand(sentence, beam_size=3, max_length=SETTINGS.max_length, show_steps=4):
+    tokenizer = translation_data.target_tokenizer
+    source, _ = translator.source_ids([sentence])  # (1, S), with [START] and [END]
+    state = model.init_decoding_state(np.repeat(np.array(source), beam_size, axis=0), max_length)  # K rows
+    tokens = np.full((beam_size,), tokenizer.start_id, "int32")
+    hypotheses = [[] for _ in range(beam_size)]
+    scores = np.array([0.0] + [-np.inf] * (beam_size - 1))  # one live hypothesis to start from
+    finished = np.zeros(beam_size, bool)
+    for step in range(max_length):
+        logits, state, _ = model.decode_step(state, tokens, step)  # (K, V)
+        log_probs = np.array(keras.ops.log_softmax(logits, axis=-1))
+        log_probs[:, 0] = -np.inf  # never [PAD]
+        candidates = scores[:, None] + log_probs  # (K, V): every hypothesis extended by every word
+        candidates[finished] = -np.inf
+        candidates[finished, 0] = scores[finished]  # a finished hypothesis stays as it is, once
+        best = np.argsort(-candidates, axis=None)[:beam_size]
+        parents, words = best // candidates.shape[1], best % candidates.shape[1]
+        scores = candidates[parents, words]
+        finished = finished[parents] | (words == tokenizer.end_id)
+        hypotheses = [hypotheses[p] + ([int(w)] if w != 0 else []) for p, w in zip(parents, words)]
+        state = keras.tree.map_structure(lambda t: keras.ops.take(t, parents, axis=0), state)  # follow the parents
+        tokens = words.astype("int32")
+        if step < show_steps:
+            print(f"step {step + 1}:")
+            for text, score, done in zip(hypotheses, scores, finished):
+                pieces = [tokenizer.vocabulary[i] for i in text]
+                print(f"  {score:7.3f}  {' '.join(pieces)}{'   (finished)' if done else ''}")
+        if finished.all():
+            break
+    winner = hypotheses[int(np.argmax(scores))]
+    return tokenizer.detokenize([[i for i in winner if i != tokenizer.end_id]]).numpy()[0].decode(), step + 1
+
+
+sentence = translation_data.test_pairs[0][0]
+by_hand, steps = beam_search_by_hand(sentence)
+library = translator.translate([sentence], method="beam", beam_size=3, length_penalty=0.0).texts[0]
+print(f"\nafter {steps} steps: {by_hand}\nTranslator, beam 3, alpha 0: {library}")
+assert by_hand == library, "the prose says the two searches are the same"
+
+# %% [markdown]
+# `Translator` runs the same search inside one compiled function, for a whole batch at
+# once, with the length penalty. Below, greedy decoding and beam search with the paper's
+# settings on the test sentences.
 
 # %%
 test_pairs = translation_data.test_pairs
@@ -255,6 +390,8 @@ fig.savefig(figure_path("09_results.png"), dpi=100)
 # * $\text{lrate} = d_\text{model}^{-0.5} \min(\text{step}^{-0.5}, \text{step} \cdot \text{warmup}^{-1.5})$
 #   rises for `warmup_steps` steps and then decays.
 # * With label smoothing the loss has its minimum at a finite logit margin.
+# * The model is embeddings with positions, two stacks of blocks and an output layer tied to
+#   the target embedding; `models.Transformer` adds cached decoding and saving.
 # * Beam search keeps `beam_size` partial translations and ranks them with a length penalty.
 # * Different heads of a trained model attend to different things.
 # * The final table compares the models on a stated budget; the documentation's results page
