@@ -175,7 +175,7 @@ for length in (5, 25):
 # Each position of `target_out` is a classification over the German vocabulary, so the
 # loss is the cross-entropy of every target token, averaged over the real tokens only:
 # `training.MaskedSparseCrossEntropy` leaves out the padding (id 0). Its label smoothing
-# of 0.1 is explained in tutorial 09. The metric, `training.MaskedTokenAccuracy`, is the
+# of 0.1 is explained in tutorial 10. The metric, `training.MaskedTokenAccuracy`, is the
 # share of real tokens predicted right. Adam runs at a rate of $10^{-3}$ with the
 # Transformer paper's $\beta_2 = 0.98$, and gradients are clipped to norm 1, because a
 # recurrence can produce exploding gradients. `jit_compile=False` keeps XLA off: it would
@@ -234,7 +234,7 @@ for en, de in test_pairs[:3]:
 # sentences at once inside one compiled TensorFlow function, and detokenizes. It gives
 # the same translations, and it is the object the later tutorials use (and the library
 # can save, export and serve). The last line keeps the trained translator in the
-# tutorials' cache, so that tutorials 02, 03 and 09 compare against this very model.
+# tutorials' cache, so that tutorials 02, 03 and 10 compare against this very model.
 
 # %%
 translator = Translator(model, en_tokenizer, de_tokenizer, max_source_length=128,

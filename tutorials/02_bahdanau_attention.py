@@ -242,7 +242,7 @@ explain(translator, examples)
 #
 # Every score $e_{ij}$ is multiplied by 10, so the softmax becomes sharper: the largest
 # weight of each row grows towards 1 and the others shrink (the order of the weights does not
-# change). This is the same effect as the `scale` of tutorial 04.
+# change). This is the same effect as the `scale` of tutorial 05.
 # </details>
 #
 # <details><summary>3. The strongest source piece</summary>

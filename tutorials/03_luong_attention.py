@@ -216,13 +216,14 @@ explain(translator, [sentence])
 # word being translated. Bahdanau's maps (tutorial 02) spread over the neighbours of
 # the right word. The `general` score multiplies the decoder state by every encoder
 # state; when such products are large the softmax is nearly one-hot and passes little
-# gradient, the problem tutorial 05 meets with dot products. Luong et al. trained for
+# gradient, the problem tutorial 06 meets with dot products. Luong et al. trained for
 # 10 to 12 epochs of plain SGD on WMT, so do not read the table as a verdict on the
 # paper: train longer (`_common.SETTINGS.rnn_epochs`) to see how the models compare
 # once all three have converged. To train local-p, pass `luong_window=D` to
 # `Seq2SeqRNN`.
 #
-# Tutorial 04 steps back from translation: an attention layer is a lookup of values
+# Tutorial 04 uses attention with no recurrence at all, to compare two sentences;
+# tutorial 05 then steps back from translation: an attention layer is a lookup of values
 # by keys, and a sentence can look things up in itself.
 
 # %% [markdown]

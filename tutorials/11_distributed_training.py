@@ -32,7 +32,7 @@
 #   sum, so that two replicas train like one device;
 # * how several hosts join one training job with `TF_CONFIG`.
 #
-# **What you need**: tutorial 09 (the Transformer and its training). No GPU.
+# **What you need**: tutorial 10 (the Transformer and its training). No GPU.
 
 # %%
 import tensorflow as tf

@@ -29,7 +29,7 @@
 # * how to call the serving signature, and reload it in a process without this library;
 # * how REST and gRPC requests look, and how the time per sentence changes with batch size.
 #
-# **What you need**: tutorial 09 (its Transformer, reused from the cache when 09 has run with
+# **What you need**: tutorial 10 (its Transformer, reused from the cache when 10 has run with
 # the same settings). Docker, to run TF Serving itself, is optional.
 
 # %%
@@ -55,7 +55,7 @@ _common.start("12 Export, reload and serve")
 # %% [markdown]
 # ## The translator to export
 #
-# The Transformer of tutorial 09 (from the cache if 09 has run with the same settings,
+# The Transformer of tutorial 10 (from the cache if 10 has run with the same settings,
 # trained now otherwise).
 
 # %%

@@ -69,7 +69,7 @@ def start(title, seed=0):
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """One translation set-up, shared by tutorials 01, 02, 03 and 09."""
+    """One translation set-up, shared by tutorials 01, 02, 03 and 10."""
 
     source: str = "en"
     target: str = "de"

@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # 08 · The decoder: causal masks, teacher forcing, cross-attention
+# # 09 · The decoder: causal masks, teacher forcing, cross-attention
 #
 # A decoder block (Vaswani et al., 2017, section 3.1) has three sub-layers, each with
 # its residual connection and layer norm:
@@ -34,7 +34,7 @@
 # * decoding one position at a time with a key/value cache, and why it gives the same numbers;
 # * cross-attention, where the decoder reads the encoder.
 #
-# **What you need**: tutorial 07. Nothing is trained.
+# **What you need**: tutorial 08. Nothing is trained.
 
 # %%
 import keras
@@ -48,7 +48,7 @@ from keras_attention.decoding.translator import Translator
 from keras_attention.explain import explain
 from keras_attention.plotting import plot_attention_heads
 
-_common.start("08 The decoder")
+_common.start("09 The decoder")
 
 # %% [markdown]
 # ## The causal mask
@@ -79,7 +79,7 @@ for ax in axes:
     ax.set_ylabel("query position")
 fig.colorbar(image, ax=axes[1])
 fig.tight_layout()
-fig.savefig(figure_path("08_causal_mask.png"), dpi=100)
+fig.savefig(figure_path("09_causal_mask.png"), dpi=100)
 
 # %% [markdown]
 # `causal=True` is a shorthand for exactly this mask: the function builds the
@@ -126,7 +126,7 @@ ax.set_xlabel("target position")
 ax.set_ylabel("max |change| of the output")
 ax.set_title("changing the token at position 5")
 fig.tight_layout()
-fig.savefig(figure_path("08_future_tokens.png"), dpi=100)
+fig.savefig(figure_path("09_future_tokens.png"), dpi=100)
 
 # %% [markdown]
 # The same holds for a whole model: the logits of a `models.Transformer` at positions
@@ -221,10 +221,10 @@ source_tokens = [translation_data.source_tokenizer.vocabulary[i] for i in src[0,
 t_len = int(np.sum(real[0]))
 target_tokens = [tokens[i] for i in tgt[0, :t_len].numpy()]
 plot_attention_heads(cross[0].numpy()[:, :t_len, :s_len], source_tokens, target_tokens,
-                     path=figure_path("08_cross_attention.png"))
+                     path=figure_path("09_cross_attention.png"))
 
 # %% [markdown]
-# The model is untrained, so these maps are nearly flat; after training (tutorial 09)
+# The model is untrained, so these maps are nearly flat; after training (tutorial 10)
 # some heads align target words with their source words.
 #
 # All three kinds of attention, for every block and head, fit on one interactive page.
@@ -239,7 +239,7 @@ untrained = Translator(model, translation_data.source_tokenizer, translation_dat
 explain(untrained, [translation_data.test_pairs[0][0]])
 
 # %% [markdown]
-# Tutorial 09 trains the whole
+# Tutorial 10 trains the whole
 # Transformer on Multi30k and compares it with the RNN models.
 
 # %% [markdown]

@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # 07 · The encoder block: self-attention, feed-forward, residuals, layer norm
+# # 08 · The encoder block: self-attention, feed-forward, residuals, layer norm
 #
 # The Transformer's encoder is a stack of $N$ identical blocks ($N = 6$ in the paper,
 # section 3.1). Each block has two sub-layers, multi-head self-attention and a small
@@ -31,7 +31,7 @@
 # * post-norm against pre-norm, seen in the size of the residual stream;
 # * why padding does not leak into the real positions, and how many parameters a block has.
 #
-# **What you need**: tutorials 05 and 06. Nothing is trained.
+# **What you need**: tutorials 06 and 07. Nothing is trained.
 
 # %%
 import keras
@@ -43,7 +43,7 @@ from _common import figure_path
 from keras_attention import layers
 from keras_attention.plotting import plot_attention_heads
 
-_common.start("07 The encoder block")
+_common.start("08 The encoder block")
 
 # %% [markdown]
 # ## One block, in shapes
@@ -62,7 +62,7 @@ print("input:", tuple(x.shape), " output:", tuple(y.shape), " self-attention:", 
       " (batch, heads, queries, keys)")
 print("weight on padded keys (second sentence):", float(keras.ops.max(scores[1, :, :, 6:])))
 tokens = [f"t{i}" for i in range(6)] + ["[PAD]"] * 4
-plot_attention_heads(scores[1], tokens, tokens, path=figure_path("07_encoder_heads.png"))
+plot_attention_heads(scores[1], tokens, tokens, path=figure_path("08_encoder_heads.png"))
 
 # %% [markdown]
 # ## The two sub-layers, by hand
@@ -148,7 +148,7 @@ ax.set_xlabel("blocks applied")
 ax.set_ylabel("mean ‖x‖ per position")
 ax.legend()
 fig.tight_layout()
-fig.savefig(figure_path("07_residual_stream.png"), dpi=100)
+fig.savefig(figure_path("08_residual_stream.png"), dpi=100)
 
 # %% [markdown]
 # Post-norm resets every vector to length $\sqrt{d_\text{model}}$ after each block;
@@ -186,7 +186,7 @@ print(f"parameters: layer {base_block.count_params():,}, formula {formula:,}; "
 
 # %% [markdown]
 # The heat map saved above shows the four heads of the second sentence: the padded
-# columns are empty in every head. Tutorial 08 builds the decoder block, which adds a
+# columns are empty in every head. Tutorial 09 builds the decoder block, which adds a
 # causal mask and a second attention over the encoder's output.
 
 # %% [markdown]

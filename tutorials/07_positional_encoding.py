@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # 06 · Positional encoding: giving self-attention a sense of order
+# # 07 · Positional encoding: giving self-attention a sense of order
 #
 # An RNN knows the order of the words because it reads them one after the other.
 # Self-attention reads them all at once, and, as we show first, it cannot tell one
@@ -28,7 +28,7 @@
 # * how `layers.PositionalEmbedding` combines token vectors, $\sqrt{d_\text{model}}$ scaling,
 #   positions and the padding mask.
 #
-# **What you need**: tutorials 04 and 05, and a little trigonometry. Nothing is trained.
+# **What you need**: tutorials 05 and 06, and a little trigonometry. Nothing is trained.
 
 # %%
 import keras
@@ -40,7 +40,7 @@ from _common import figure_path
 from keras_attention import layers
 from keras_attention.plotting import plot_position_encoding
 
-_common.start("06 Positional encoding")
+_common.start("07 Positional encoding")
 
 # %% [markdown]
 # ## Self-attention sees a set, not a sequence
@@ -88,7 +88,7 @@ formula = np.zeros((length, d_model))
 formula[:, 0::2], formula[:, 1::2] = np.sin(angles), np.cos(angles)
 print("max |formula - layer| =", np.abs(formula - table.numpy()[0]).max())
 
-plot_position_encoding(table[0], path=figure_path("06_position_encoding.png"))
+plot_position_encoding(table[0], path=figure_path("07_position_encoding.png"))
 
 # %% [markdown]
 # In the heat map each row is a position and each column a feature. On the left the
@@ -140,7 +140,7 @@ ax.set_ylabel("position p")
 ax.set_title("PE_p · PE_q")
 fig.colorbar(image, ax=ax)
 fig.tight_layout()
-fig.savefig(figure_path("06_position_similarity.png"), dpi=100)
+fig.savefig(figure_path("07_position_similarity.png"), dpi=100)
 
 # %% [markdown]
 # ## The Transformer's input layer

@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # 04 · Attention as lookup: queries, keys, values, and self-attention
+# # 05 · Attention as lookup: queries, keys, values, and self-attention
 #
 # Bahdanau's and Luong's layers look like special machinery for RNN translation.
 # Stripped down, they are a *soft dictionary lookup*, and that reading (made explicit
@@ -39,7 +39,7 @@ from _common import figure_path
 from keras_attention import layers
 from keras_attention.plotting import plot_attention
 
-_common.start("04 Queries, keys and values")
+_common.start("05 Queries, keys and values")
 
 # %% [markdown]
 # ## A dictionary with soft keys
@@ -87,7 +87,7 @@ ax.set_ylabel("weight on the key")
 ax.set_title('A query near "dog": soft to nearly hard lookup')
 ax.legend()
 fig.tight_layout()
-fig.savefig(figure_path("04_soft_lookup.png"), dpi=100)
+fig.savefig(figure_path("05_soft_lookup.png"), dpi=100)
 
 # %% [markdown]
 # ## Bahdanau attention in these terms
@@ -138,13 +138,13 @@ print("English vectors:", x_en.shape, " German vectors:", x_de.shape, " (batch, 
 # Inter-attention: English words query the German sentence.
 cross_output, cross_weights = layers.scaled_dot_product_attention(x_en, x_de, x_de, scale=8.0)
 print("inter-attention weights:", tuple(cross_weights.shape), " (batch, English words, German words)")
-plot_attention(cross_weights[0], german, english, path=figure_path("04_inter_attention.png"),
+plot_attention(cross_weights[0], german, english, path=figure_path("05_inter_attention.png"),
                title="English queries, German keys (shared spelling)")
 
 # Self-attention: the English sentence queries itself.
 self_output, self_weights = layers.scaled_dot_product_attention(x_en, x_en, x_en, scale=8.0)
 print("self-attention weights: ", tuple(self_weights.shape), " (batch, words, words)")
-plot_attention(self_weights[0], english, english, path=figure_path("04_self_attention.png"),
+plot_attention(self_weights[0], english, english, path=figure_path("05_self_attention.png"),
                title="Self-attention with spelling vectors")
 for word, row in zip(english, cross_weights.numpy()[0]):
     found = f"{german[row.argmax()]} (weight {row.max():.2f})" if row.max() > 0.2 else "nothing: uniform weights"
@@ -188,7 +188,7 @@ print("max |by hand - layer| =", np.abs(by_hand - output.numpy()[0]).max())
 # %% [markdown]
 # The projections here are random, so the map means nothing yet; training is what
 # turns them into useful questions. Two details of the formula, the division by
-# $\sqrt{d_k}$ and the several heads, are the subject of tutorial 05.
+# $\sqrt{d_k}$ and the several heads, are the subject of tutorial 06.
 
 # %% [markdown]
 # ## Recap

@@ -11,9 +11,9 @@
 # ---
 
 # %% [markdown]
-# # 09 · Training the Transformer, and how it compares
+# # 10 · Training the Transformer, and how it compares
 #
-# Tutorials 04 to 08 took the parts apart; here we put them together: embeddings with
+# Tutorials 05 to 09 took the parts apart; here we put them together: embeddings with
 # positions, a stack of encoder blocks, a stack of decoder blocks and an output layer
 # that shares its weights with the target embedding (section 3.4). This tutorial covers
 # the training recipe of section 5 (a warm-up learning-rate schedule,
@@ -25,13 +25,13 @@
 # **What you will learn**
 #
 # * the paper's learning-rate schedule (warm-up, then inverse square root) and label smoothing;
-# * how to assemble the Transformer from the blocks of tutorials 06 to 08, train it with
+# * how to assemble the Transformer from the blocks of tutorials 07 to 09, train it with
 #   `fit`, and check that `models.Transformer` with its weights computes the same thing;
 # * beam search step by step on one sentence, then greedy and beam decoding of the test set;
 # * how to look at each cross-attention head of a trained model;
 # * how the four translation models of this series compare on one time budget.
 #
-# **What you need**: tutorials 01 to 08. The RNN models of 01 to 03 are reused from the cache
+# **What you need**: tutorials 01 to 09. The RNN models of 01 to 03 are reused from the cache
 # when those tutorials have run with the same settings, and trained here otherwise.
 
 # %%
@@ -48,7 +48,7 @@ from keras_attention.plotting import plot_attention_heads, plot_history, plot_sc
 from keras_attention import Translator, evaluate_bleu, layers, models
 from keras_attention.training import MaskedSparseCrossEntropy, MaskedTokenAccuracy, TransformerSchedule
 
-_common.start("09 Training the Transformer")
+_common.start("10 Training the Transformer")
 
 # %% [markdown]
 # ## The learning rate: warm up, then decay (section 5.3)
@@ -67,7 +67,7 @@ _common.start("09 Training the Transformer")
 
 # %%
 paper = TransformerSchedule(d_model=512, warmup_steps=4000)
-plot_schedule(paper, 40000, path=figure_path("09_schedule.png"))
+plot_schedule(paper, 40000, path=figure_path("10_schedule.png"))
 for step in (1, 1000, 4000, 10000, 40000):
     print(f"step {step:6d}: learning rate {float(paper(step - 1)):.2e}")
 
@@ -119,12 +119,12 @@ ax.set_xlabel("logit margin of the correct word")
 ax.set_ylabel("loss")
 ax.legend()
 fig.tight_layout()
-fig.savefig(figure_path("09_label_smoothing.png"), dpi=100)
+fig.savefig(figure_path("10_label_smoothing.png"), dpi=100)
 
 # %% [markdown]
 # ## The model, assembled from the blocks
 #
-# Section 3 of the paper, from the layers of tutorials 06 to 08: token embeddings with
+# Section 3 of the paper, from the layers of tutorials 07 to 09: token embeddings with
 # positions (scaled by $\sqrt{d_\text{model}}$, dropout on the sums), a stack of encoder
 # blocks over the source, a stack of decoder blocks over the target prefix, each
 # reading the encoder's output, and an output layer that shares its weights with the
@@ -188,11 +188,11 @@ started = time.time()
 history = handmade.fit(translation_data.train_batches, epochs=SETTINGS.transformer_epochs, verbose=2)
 history = dict(history.history, train_seconds=round(time.time() - started, 1))
 print(f"{SETTINGS.transformer_epochs} epoch(s) in {history['train_seconds']:.0f} s on {_common.device_name()}")
-plot_history(history, metrics=("loss", "token_accuracy"), path=figure_path("09_history.png"))
+plot_history(history, metrics=("loss", "token_accuracy"), path=figure_path("10_history.png"))
 
 # %% [markdown]
 # `models.Transformer` is this model, with what translation needs on top: step-by-step
-# decoding with a cache (tutorial 08), saving, pre-norm and other options. Given the
+# decoding with a cache (tutorial 09), saving, pre-norm and other options. Given the
 # same sizes and the trained weights, layer by layer, it computes the same logits.
 # `Translator` then puts the tokenizers around it; the last line keeps it for tutorial
 # 12 and for the table at the end.
@@ -309,7 +309,7 @@ figure = plot_attention_heads(heads[0].numpy()[:, : len(result.target_tokens[0])
                               ["[START]"] + result.target_tokens[0][:-1], columns=2)
 figure.set_size_inches(9, 8)
 figure.tight_layout()
-figure.savefig(figure_path("09_cross_attention_heads.png"), dpi=100)
+figure.savefig(figure_path("10_cross_attention_heads.png"), dpi=100)
 
 # %% [markdown]
 # Rows are labelled with the decoder's *input* at each position: the map on the row of
@@ -345,11 +345,11 @@ page
 # %%
 rows = []
 for kind, name in (("rnn", "RNN, fixed vector (01)"), ("bahdanau", "RNN + Bahdanau (02)"),
-                   ("luong", "RNN + Luong (03)"), ("transformer", "Transformer (09)")):
+                   ("luong", "RNN + Luong (03)"), ("transformer", "Transformer (10)")):
     trained, run = _common.train_translator(kind, translation_data)
     greedy = evaluate_bleu(trained, test_pairs)
     rows.append((name, "greedy", trained.model.count_params(), run["train_seconds"], greedy))
-rows.append(("Transformer (09)", "beam 4", model.count_params(), history["train_seconds"], scores["beam"]))
+rows.append(("Transformer (10)", "beam 4", model.count_params(), history["train_seconds"], scores["beam"]))
 
 header = f"| model | decoding | parameters | training (s) | BLEU | BLEU (lower-cased) | chrF |"
 print(header + "\n|---|---|---:|---:|---:|---:|---:|")
@@ -364,7 +364,7 @@ labels = [f"{name}\n{method}" for name, method, *_ in rows]
 ax.barh(labels[::-1], [r[4]["bleu_lowercase"] for r in rows][::-1], color="tab:blue")
 ax.set_xlabel("BLEU (lower-cased)")
 fig.tight_layout()
-fig.savefig(figure_path("09_results.png"), dpi=100)
+fig.savefig(figure_path("10_results.png"), dpi=100)
 
 # %% [markdown]
 # The table is computed every time this tutorial runs; nothing in it is typed in. In

@@ -11,13 +11,13 @@
 # ---
 
 # %% [markdown]
-# # 05 · Scaled dot-product attention and multi-head attention
+# # 06 · Scaled dot-product attention and multi-head attention
 #
 # The Transformer's attention (Vaswani et al., 2017, section 3.2) is
 #
 # $$\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V,$$
 #
-# the lookup of tutorial 04 with a dot product as the score, computed for all
+# the lookup of tutorial 05 with a dot product as the score, computed for all
 # queries at once as two matrix products, and divided by $\sqrt{d_k}$. This tutorial
 # shows numerically why the division is there, then splits the attention into heads.
 # Nothing is trained; both modes run in seconds.
@@ -31,7 +31,7 @@
 # * how multi-head attention splits $d_\text{model}$ into heads, rebuilt head by head from a
 #   layer's weights.
 #
-# **What you need**: tutorial 04. Nothing is trained.
+# **What you need**: tutorial 05. Nothing is trained.
 
 # %%
 import keras
@@ -43,7 +43,7 @@ from _common import figure_path
 from keras_attention import layers
 from keras_attention.plotting import plot_attention_heads
 
-_common.start("05 Scaled dot-product and multi-head attention")
+_common.start("06 Scaled dot-product and multi-head attention")
 
 # %% [markdown]
 # ## Why divide by $\sqrt{d_k}$
@@ -113,7 +113,7 @@ for ax in axes:
     ax.set_xlabel("d_k")
     ax.legend()
 fig.tight_layout()
-fig.savefig(figure_path("05_scaling.png"), dpi=100)
+fig.savefig(figure_path("06_scaling.png"), dpi=100)
 
 # %% [markdown]
 # Without the scaling, at $d_k = 64$ (the paper's head size) the largest of ten
@@ -187,11 +187,11 @@ print("max |by heads - layer| =", float(keras.ops.max(keras.ops.abs(by_heads - o
 # %% [markdown]
 # Each head has its own map. The weights here are untrained, so the patterns are
 # arbitrary, but they already differ from head to head because each head projects
-# into its own subspace. Tutorial 09 draws the heads of a trained Transformer.
+# into its own subspace. Tutorial 10 draws the heads of a trained Transformer.
 
 # %%
 tokens = [f"w{i}" for i in range(7)]
-plot_attention_heads(weights[0], tokens, tokens, path=figure_path("05_heads.png"), columns=4)
+plot_attention_heads(weights[0], tokens, tokens, path=figure_path("06_heads.png"), columns=4)
 print("rows sum to one in every head:", np.allclose(weights.numpy().sum(-1), 1.0, atol=1e-5))
 
 # %% [markdown]

@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # 10 · Decomposable attention: comparing two sentences without any RNN
+# # 04 · Decomposable attention: comparing two sentences without any RNN
 #
 # Attention was introduced to help RNNs, but Parikh, Täckström, Das and Uszkoreit
 # (2016, "A Decomposable Attention Model for Natural Language Inference") showed that
@@ -33,7 +33,7 @@
 #   learned vectors;
 # * how to read the learned alignment, and why the model is a bag of words.
 #
-# **What you need**: tutorials 02 (alignments) and 04 (attention as lookup).
+# **What you need**: tutorial 02 (soft alignments).
 
 # %%
 import keras
@@ -45,7 +45,7 @@ from _common import QUICK, figure_path
 from keras_attention import data, models
 from keras_attention.plotting import plot_attention
 
-_common.start("10 Decomposable attention")
+_common.start("04 Decomposable attention")
 
 # %% [markdown]
 # ## The three steps (section 3)
@@ -206,10 +206,10 @@ print("to_hypothesis:", tuple(to_hypothesis.shape), " to_premise:", tuple(to_pre
       " (batch, English pieces, German pieces)")
 en_pieces = [tokenizer.vocabulary[i] for i in a[0].numpy()]
 de_pieces = [tokenizer.vocabulary[i] for i in b[0].numpy()]
-plot_attention(to_hypothesis[0], de_pieces, en_pieces, path=figure_path("10_alignment.png"),
+plot_attention(to_hypothesis[0], de_pieces, en_pieces, path=figure_path("04_alignment.png"),
                title="English pieces attending to German pieces")
 plot_attention(small_start.alignments((a, b))[0][0], de_pieces, en_pieces,
-               path=figure_path("10_alignment_default_start.png"), title="the same, default initial vectors")
+               path=figure_path("04_alignment_default_start.png"), title="the same, default initial vectors")
 for piece, row in zip(en_pieces, to_hypothesis.numpy()[0]):
     print(f"{piece:12s} -> {de_pieces[row.argmax()]:12s} (weight {row.max():.2f})")
 
@@ -239,7 +239,7 @@ print("probabilities (no match, match), shuffled German:",
 # *intra-sentence attention* (section 3.4, `intra_attention=True`) lets each sentence
 # first attend to itself with a bias that depends on the distance between words, a
 # small step towards what the Transformer does with self-attention and position
-# encodings (tutorials 04 and 06).
+# encodings (tutorials 05 and 07).
 
 # %%
 fig, ax = plt.subplots(figsize=(5, 3))
@@ -249,7 +249,7 @@ ax.set_xlabel("epoch")
 ax.set_ylabel("training accuracy")
 ax.legend()
 fig.tight_layout()
-fig.savefig(figure_path("10_training.png"), dpi=100)
+fig.savefig(figure_path("04_training.png"), dpi=100)
 
 # %% [markdown]
 # ## Recap
