@@ -187,11 +187,11 @@ explain(translator, examples)
 
 # %% [markdown]
 # Read a map row by row: each output piece and the source pieces it drew its context
-# from. Nobody told the model which words correspond, yet in the full run the maps show
-# a band running down the diagonal, since English and German word order mostly agree
-# in these descriptions, with the weight on the source word being translated ("Mann"
-# on "man", "Hut" on "hat") and spreading out where the translation goes wrong. After
-# a QUICK run the model has barely learned anything and the maps are nearly uniform.
+# from. Nobody told the model which words correspond. What to look for: English and
+# German word order mostly agree in these descriptions, so a model that has learned
+# to align puts each row's weight near the diagonal, on the source word being
+# translated, and spreads it out where the translation goes wrong. After a QUICK run the
+# model has barely learned anything and the maps are nearly uniform.
 #
 # The line under the BLEU chart prints what attention adds in each length bucket, for
 # the same data and the same two epochs. Multi30k's sentences are short (95% have under

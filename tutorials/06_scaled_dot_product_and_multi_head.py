@@ -114,12 +114,16 @@ for ax in axes:
     ax.legend()
 fig.tight_layout()
 fig.savefig(figure_path("06_scaling.png"), dpi=100)
+for d_k in (64, 1024):
+    u, s = stats["unscaled"][dims.index(d_k)], stats["scaled"][dims.index(d_k)]
+    print(f"d_k = {d_k:4d} without scaling: largest weight {u[0]:.2f} (scaled: {s[0]:.2f}), "
+          f"Jacobian {s[2] / u[2]:.1f} times smaller than with scaling")
 
 # %% [markdown]
-# Without the scaling, at $d_k = 64$ (the paper's head size) the largest of ten
-# weights averages 0.86 and the Jacobian is half the size it has with scaling; at
-# $d_k = 1024$ the softmax is practically one-hot and its Jacobian seven times smaller.
-# With the scaling, none of the three depends on $d_k$. The paper suspects this is why
+# The last two lines sum it up: without the scaling, already at $d_k = 64$ (the paper's
+# head size) the largest of ten weights dominates and the Jacobian shrinks, and at
+# $d_k = 1024$ the softmax is practically one-hot. With the scaling, none of the three
+# depends on $d_k$. The paper suspects this is why
 # additive attention beat unscaled dot-product attention for large $d_k$ in earlier
 # work: scaling keeps the speed of plain matrix products without that cost.
 #

@@ -367,17 +367,12 @@ fig.tight_layout()
 fig.savefig(figure_path("10_results.png"), dpi=100)
 
 # %% [markdown]
-# The table is computed every time this tutorial runs; nothing in it is typed in. In
-# the full run shown in the notebook, the Transformer, with the fewest parameters, and
-# Bahdanau's RNN are level with greedy decoding (about 23.6 BLEU each), and beam search
-# adds under a point to the Transformer; the fixed-vector RNN has about 10, and the
-# Luong RNN trails with about 8 after its two epochs (tutorial 03 shows its nearly
-# one-hot attention). The RNNs had fewer epochs
-# than the Transformer because each of their epochs costs more: their decoders run
-# step by step, a Transformer's all positions at once. The training column shows the
-# seconds each model took on the machine that built the notebook (two CPU cores).
-# Longer training changes all the numbers: the results page of the documentation has
-# the same models trained for 12 (RNNs) and 30 (Transformer) epochs.
+# The table is computed every time this tutorial runs; nothing in it is typed in. The
+# RNNs have fewer epochs than the Transformer because each of their epochs costs more:
+# their decoders run step by step, a Transformer's all positions at once; the training
+# column gives the seconds each model took, on the device named when the Transformer
+# trained. Longer training changes all the numbers: the results page of the
+# documentation has the same models trained for 12 (RNNs) and 30 (Transformer) epochs.
 #
 # For scale: the paper's base model, 65 million parameters trained on the 4.5 million
 # sentence pairs of WMT 2014, reached 27.3 BLEU on newstest2014 English-German and the
