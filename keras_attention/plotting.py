@@ -10,10 +10,14 @@ import matplotlib
 if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
     matplotlib.use("Agg")
 
+import matplotlib.patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["plot_attention", "plot_attention_heads", "plot_history", "plot_position_encoding", "plot_schedule"]
+__all__ = [
+    "plot_attention", "plot_attention_heads", "plot_history", "plot_position_encoding", "plot_schedule",
+    "plot_transformer",
+]
 
 
 def _finish(fig, path, dpi):
@@ -189,4 +193,103 @@ def plot_history(history, metrics=("loss",), path=None, dpi=100):
         ax.set_xlabel("epoch")
         ax.set_title(metric)
         ax.legend()
+    return _finish(fig, path, dpi)
+
+
+def plot_transformer(model, path=None, dpi=100):
+    """The architecture of a `models.Transformer`, drawn from the model itself.
+
+    Encoder on the left, decoder on the right, read bottom to top: the
+    embeddings, one block of each stack with its sub-layers in the order the
+    model runs them (post-norm: sub-layer, then add and norm; pre-norm: norm,
+    sub-layer, add), the number of blocks, and the output layer. Sizes and
+    options (heads, d_model, d_ff, positions, shared or tied embeddings)
+    come from the model's attributes, so the figure is always the model's.
+
+    Args:
+        model: a `models.Transformer` (built or not).
+        path: str or None. Where to save a PNG.
+        dpi: int. Defaults to 100.
+
+    Returns:
+        The matplotlib figure.
+
+    Example:
+
+    >>> from keras_attention.models import Transformer
+    >>> figure = plot_transformer(Transformer(100, 100, num_layers=2, d_model=32, num_heads=4, intermediate_dim=64))
+    >>> any("2 ×" in t.get_text() for t in figure.axes[0].texts)
+    True
+    """
+    missing = [name for name in ("encoder_blocks", "decoder_blocks", "d_model") if not hasattr(model, name)]
+    if missing:
+        raise ValueError(f"Expected a models.Transformer. Received: {type(model).__name__} without {missing}")
+    block = model.encoder_blocks[0]
+    heads, d_ff, pre = block.num_heads, block.intermediate_dim, block.normalize_first
+    d, layers = model.d_model, len(model.encoder_blocks)
+
+    def sublayers(names):
+        steps = []
+        for name in names:
+            steps += ["layer norm", name, "add"] if pre else [name, "add & layer norm"]
+        return steps
+
+    feedforward = f"feed-forward, {d} → {d_ff} → {d}"
+    encoder = sublayers([f"self-attention, {heads} heads", feedforward])
+    decoder = sublayers([f"masked self-attention, {heads} heads", f"cross-attention, {heads} heads", feedforward])
+    position = getattr(model, "position", "sinusoidal")
+    fig, ax = plt.subplots(figsize=(9, 7.5))
+    ax.set_xlim(0, 10)
+    ax.axis("off")
+
+    def box(x, y, text, color, width=3.6, height=None):
+        height = height or (0.62 if "\n" in text else 0.42)
+        ax.add_patch(matplotlib.patches.FancyBboxPatch((x - width / 2, y - height / 2), width, height,
+                                                       boxstyle="round,pad=0.04", facecolor=color, edgecolor="0.3"))
+        ax.text(x, y, text, ha="center", va="center", fontsize=8)
+
+    def arrow(x0, y0, x1, y1):
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle="->", color="0.3"))
+
+    def stack(x, inputs, embedding, steps, title):
+        box(x, 0.5, inputs, "white")
+        box(x, 1.4, embedding, "#e8f0fb")
+        arrow(x, 0.72, x, 1.4 - (0.32 if "\n" in embedding else 0.22))
+        top = 2.3 + 0.6 * len(steps)
+        ax.add_patch(matplotlib.patches.Rectangle((x - 2.05, 2.0), 4.1, top - 2.0, fill=False, linestyle="--",
+                                                  edgecolor="0.5"))
+        ax.text(x - 2.0, top + 0.12, f"{title}: {layers} × this block", fontsize=9, weight="bold")
+        y_prev = 1.4 + (0.32 if "\n" in embedding else 0.22)
+        for i, step in enumerate(steps):
+            y = 2.4 + 0.6 * i
+            color = "#fdf0d5" if "attention" in step else "#e4f5e4" if "feed-forward" in step else "#f2f2f2"
+            box(x, y, step, color)
+            arrow(x, y_prev, x, y - 0.22)
+            y_prev = y + 0.22
+        return y_prev, top
+
+    embedding = f"embedding ({d}) × √{d} + {position} positions"
+    if getattr(model, "share_embeddings", False):
+        embedding += "\n(one matrix for source, target and output)"
+    source_top, encoder_top = stack(2.4, "source ids", embedding, encoder, "encoder")
+    target_top, top = stack(7.6, "target ids, shifted right ([START] y)", embedding, decoder, "decoder")
+    cross = 2.4 + 0.6 * decoder.index(f"cross-attention, {heads} heads")
+    route = 5.0  # between the two stacks
+    if pre:
+        box(2.4, encoder_top + 0.6, "final layer norm", "#f2f2f2", width=2.2)
+        arrow(2.4, source_top, 2.4, encoder_top + 0.38)
+        source_top = encoder_top + 0.82
+    ax.plot([2.4, 2.4, route, route], [source_top, source_top + 0.2, source_top + 0.2, cross], color="0.3", lw=1)
+    arrow(route, cross, 5.8, cross)
+    y = top + 0.6
+    if pre:
+        box(7.6, y, "final layer norm", "#f2f2f2", width=2.2)
+        arrow(7.6, target_top, 7.6, y - 0.22)
+        target_top, y = y + 0.22, y + 0.6
+    output = "linear" + (" = the target embedding, transposed" if getattr(model, "tie_output", True) else "")
+    box(7.6, y + 0.1, f"{output}\n→ softmax over the vocabulary", "#e8f0fb", height=0.62)
+    arrow(7.6, target_top, 7.6, y - 0.22)
+    ax.set_ylim(0, max(y + 0.7, source_top + 0.5))
+    ax.set_title(f"Transformer: {layers} + {layers} blocks, d_model {d}, {heads} heads, d_ff {d_ff}, "
+                 f"{'pre' if pre else 'post'}-norm", fontsize=10)
     return _finish(fig, path, dpi)

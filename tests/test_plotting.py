@@ -53,3 +53,28 @@ def test_bad_inputs():
         plotting.plot_attention(np.ones((2, 2)), ["a", "b"], ["x", "y", "z"])
     with pytest.raises(ValueError, match="bleu"):
         plotting.plot_history({"loss": [1.0]}, metrics=("bleu",))
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_transformer_figure_is_drawn_from_the_model(tmp_path, normalize_first):
+    from keras_attention.models import Transformer
+
+    model = Transformer(50, 50, num_layers=3, d_model=24, num_heads=3, intermediate_dim=40,
+                        normalize_first=normalize_first)
+    fig = plotting.plot_transformer(model, path=str(tmp_path / "model.png"))
+    texts = [t.get_text() for t in fig.axes[0].texts if t.get_text()]  # (arrows are empty texts)
+    assert "encoder: 3 × this block" in texts and "decoder: 3 × this block" in texts
+    assert texts.count("feed-forward, 24 → 40 → 24") == 2 and "cross-attention, 3 heads" in texts
+    # The decoder's sub-layers in the order the block runs them.
+    decoder = texts[texts.index("masked self-attention, 3 heads") - (1 if normalize_first else 0):]
+    expected = (["layer norm", "masked self-attention, 3 heads", "add", "layer norm", "cross-attention, 3 heads", "add"]
+                if normalize_first else
+                ["masked self-attention, 3 heads", "add & layer norm", "cross-attention, 3 heads", "add & layer norm"])
+    assert decoder[:len(expected)] == expected
+    assert texts.count("final layer norm") == (2 if normalize_first else 0)
+    assert (tmp_path / "model.png").stat().st_size > 1000
+
+
+def test_transformer_figure_needs_a_transformer():
+    with pytest.raises(ValueError, match="Expected a models.Transformer. Received: dict"):
+        plotting.plot_transformer({})
