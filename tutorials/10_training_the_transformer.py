@@ -44,7 +44,7 @@ import numpy as np
 import _common
 from _common import QUICK, SETTINGS, figure_path
 from keras_attention.explain import explain
-from keras_attention.plotting import plot_attention_heads, plot_history, plot_schedule
+from keras_attention.plotting import plot_attention_heads, plot_history, plot_schedule, plot_transformer
 from keras_attention import Translator, evaluate_bleu, layers, models
 from keras_attention.training import MaskedSparseCrossEntropy, MaskedTokenAccuracy, TransformerSchedule
 
@@ -211,6 +211,15 @@ assert handmade.count_params() == model.count_params() and difference < 1e-4
 translator = Translator(model, translation_data.source_tokenizer, translation_data.target_tokenizer,
                         max_source_length=128, max_target_length=SETTINGS.max_length)
 _common.keep_translator("transformer", translator, history)
+
+# %% [markdown]
+# The whole model on one page, drawn from the model's own settings by
+# `plotting.plot_transformer` (the paper's figure 1 shows the same structure): read each
+# stack from the bottom; the arrow between them is the encoder's output, which every
+# decoder block's cross-attention reads.
+
+# %%
+plot_transformer(model, path=figure_path("10_architecture.png"))
 
 # %% [markdown]
 # ## Greedy decoding and beam search

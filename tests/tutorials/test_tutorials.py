@@ -35,7 +35,7 @@ FIGURES = {
     "09_decoder": ["09_causal_mask.png", "09_future_tokens.png", "09_cross_attention.png"],
     "10_training_the_transformer": [
         "10_schedule.png", "10_label_smoothing.png", "10_history.png",
-        "10_cross_attention_heads.png", "10_results.png",
+        "10_cross_attention_heads.png", "10_results.png", "10_architecture.png",
     ],
     "04_decomposable_attention": ["04_alignment.png", "04_alignment_default_start.png", "04_training.png"],
     "11_distributed_training": ["11_loss_per_step.png"],
