@@ -170,10 +170,11 @@ print({name: values[:2] for name, values in parsed.items()})
 # ## How long does a request take?
 #
 # The signature translates a whole batch in one call, so the cost per sentence falls as
-# batches grow, until the machine is busy. Times on this machine, for beam search with
-# 4 beams:
+# batches grow, until the machine is busy. Times for beam search with 4 beams, on the
+# device the first line names:
 
 # %%
+print("timed on", _common.device_name())
 pool = [en for en, _ in translation_data.test_pairs]
 sizes = [1, 4, 16] if QUICK else [1, 4, 16, 64]
 per_sentence = []
@@ -188,7 +189,7 @@ fig, ax = plt.subplots(figsize=(5, 3))
 ax.bar([str(s) for s in sizes], per_sentence, color="tab:green")
 ax.set_xlabel("sentences per request")
 ax.set_ylabel("ms per sentence")
-ax.set_title("exported Transformer, beam 4, this CPU")
+ax.set_title(f"exported Transformer, beam 4, {_common.device_name()}")
 fig.tight_layout()
 fig.savefig(figure_path("12_serving_latency.png"), dpi=100)
 
