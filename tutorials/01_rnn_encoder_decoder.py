@@ -44,7 +44,7 @@ import numpy as np
 
 import _common
 from _common import SETTINGS, figure_path
-from keras_attention import Translator, data, models, training
+from keras_attention import Translator, data, evaluate_bleu, models, training
 
 _common.start("01 The RNN encoder-decoder")
 
@@ -270,6 +270,8 @@ fig.savefig(figure_path("01_bleu_by_length.png"), dpi=100)
 short, long = rows[0][3], rows[-1][3]
 print(f"shortest bucket {short:.2f} BLEU, longest {long:.2f}: "
       f"{'lower' if long < short else 'not lower'} on long sentences")
+overall = evaluate_bleu(translator, test_pairs)
+_common.result(f"BLEU {overall['bleu_lowercase']:.1f} (lower-cased, greedy, {len(test_pairs)} test sentences)")
 
 # %% [markdown]
 # The last line printed compares the shortest and the longest bucket of this run. Two

@@ -38,7 +38,7 @@ import numpy as np
 
 import _common
 from _common import figure_path
-from keras_attention import layers
+from keras_attention import evaluate_bleu, layers
 from keras_attention.explain import explain
 from keras_attention.plotting import plot_attention
 
@@ -150,6 +150,8 @@ fig.tight_layout()
 fig.savefig(figure_path("02_bleu_by_length.png"), dpi=100)
 gaps = [a[3] - f[3] for f, a in zip(rows["fixed vector"], rows["Bahdanau"])]
 print("attention minus fixed vector, per bucket:", [round(g, 2) for g in gaps])
+overall = evaluate_bleu(translator, test_pairs)
+_common.result(f"BLEU {overall['bleu_lowercase']:.1f} (lower-cased, greedy, {len(test_pairs)} test sentences)")
 
 # %% [markdown]
 # ## Alignment heat maps

@@ -185,6 +185,7 @@ better = [what for what, ours, theirs in (
      accuracies["hard negatives", "default start"]),
     ("peaked alignments", peaks["std-1 start"], peaks["default start"])) if ours > theirs]
 print("the std-1 start is ahead on:", ", ".join(better) or "neither count")
+_common.result(f"accuracy {accuracies['hard negatives', 'std-1 start']:.1%} (hard negatives, std-1 start)")
 
 # %% [markdown]
 # The last line says on which counts the larger start came out ahead in this run. Read

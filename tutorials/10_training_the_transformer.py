@@ -296,6 +296,7 @@ for method, options in (("greedy", {}), ("beam", dict(beam_size=4, length_penalt
 for i in range(2):
     print(f"\nsource: {test_pairs[i][0]}\nreference: {test_pairs[i][1]}")
     print(f"greedy: {scores['greedy']['hypotheses'][i]}\nbeam:   {scores['beam']['hypotheses'][i]}")
+_common.result(f"BLEU {scores['beam']['bleu_lowercase']:.1f} (lower-cased, beam 4, {len(test_pairs)} test sentences)")
 
 # %% [markdown]
 # ## What the heads look at

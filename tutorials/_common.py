@@ -64,7 +64,12 @@ def start(title, seed=0):
         figures = FIGURES.relative_to(pathlib.Path.cwd())
     except ValueError:
         figures = FIGURES
-    print(f"{title}\nmode: {mode}\nfigures: {figures}")
+    print(f"{title}\nmode: {mode}\ndevice: {device_name()}\nfigures: {figures}")
+
+
+def result(text):
+    """Print the tutorial's headline result; `build_notebooks.py --index` puts it in the README's table."""
+    print(f"result: {text}")
 
 
 @dataclasses.dataclass(frozen=True)

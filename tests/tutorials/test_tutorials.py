@@ -123,3 +123,17 @@ def test_tutorial_has_the_learner_sections(script):
     assert 2 <= count <= 3 and solutions.count("<details>") == count, (
         f"{script.name}: {count} exercises and {solutions.count('<details>')} collapsed solutions"
     )
+
+
+def test_readme_table_is_generated_from_the_notebooks(tmp_path):
+    """The README's table is `build_notebooks.py --index` of the committed notebooks, not typed."""
+    spec = importlib.util.spec_from_file_location("build_notebooks", TUTORIALS / "build_notebooks.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    readme = tmp_path / "README.md"
+    committed = (TUTORIALS / "README.md").read_text(encoding="utf-8")
+    readme.write_text(committed, encoding="utf-8")
+    build.write_index(readme)
+    assert readme.read_text(encoding="utf-8") == committed, (
+        "tutorials/README.md's table is out of date: run `python tutorials/build_notebooks.py --index`"
+    )
