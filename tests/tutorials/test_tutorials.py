@@ -7,9 +7,10 @@ the model cache in the test's temporary folder. In QUICK mode a tutorial takes
 20-60 s on a 2-core CPU; the timeout is generous because CI machines are shared.
 """
 
+import importlib.util
 import os
-import re
 import pathlib
+import re
 import subprocess
 import sys
 
