@@ -7,6 +7,8 @@ the model cache in the test's temporary folder. In QUICK mode a tutorial takes
 20-60 s on a 2-core CPU; the timeout is generous because CI machines are shared.
 """
 
+import ast
+import importlib
 import os
 import re
 import pathlib
@@ -28,7 +30,9 @@ FIGURES = {
     "01_rnn_encoder_decoder": ["01_bleu_by_length.png"],
     "02_bahdanau_attention": ["02_bleu_by_length.png", "02_alignment_1.png", "02_alignment_2.png"],
     "03_luong_attention": ["03_global_vs_local.png", "03_alignment.png"],
-    "04_query_key_value": ["04_soft_lookup.png", "04_inter_attention.png", "04_self_attention.png"],
+    "04_query_key_value": [
+        "04_soft_lookup.png", "04_inter_attention.png", "04_self_attention.png", "04_why_self_attention.png",
+    ],
     "05_scaled_dot_product_and_multi_head": ["05_scaling.png", "05_heads.png"],
     "06_positional_encoding": ["06_position_encoding.png", "06_position_similarity.png"],
     "07_encoder_block": ["07_encoder_heads.png", "07_residual_stream.png"],
@@ -123,3 +127,21 @@ def test_tutorial_has_the_learner_sections(script):
     assert 2 <= count <= 3 and solutions.count("<details>") == count, (
         f"{script.name}: {count} exercises and {solutions.count('<details>')} collapsed solutions"
     )
+
+
+PUBLIC_MODULES = {"keras_attention", *(f"keras_attention.{name}" for name in (
+    "data", "decoding", "explain", "layers", "models", "plotting", "serving", "training"))}
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_tutorial_imports_only_the_public_api(script):
+    """A learner copies what a tutorial imports: only names some public `__all__` exports."""
+    private = []
+    for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("keras_attention"):
+            module = importlib.import_module(node.module)
+            exported = module.__all__ if node.module in PUBLIC_MODULES else ()
+            private += [f"{node.module}.{a.name}" for a in node.names if a.name not in exported]
+        elif isinstance(node, ast.Import):
+            private += [a.name for a in node.names if a.name.startswith("keras_attention.")]
+    assert not private, f"{script.name} imports names no public __all__ exports: {private}"
