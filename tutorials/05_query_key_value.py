@@ -25,17 +25,22 @@
 # * what the scale before the softmax does, from a blend to a nearly hard lookup;
 # * why keys and values can be different vectors;
 # * inter-attention against self-attention, and the learned projections $Q = XW^Q$,
-#   $K = XW^K$, $V = XW^V$ of a real layer.
+#   $K = XW^K$, $V = XW^V$ of a real layer;
+# * why the Transformer chose self-attention over recurrence: the paper's table 1, and
+#   one layer of each timed on your device.
 #
-# **What you need**: tutorial 02 (for the Bahdanau comparison) and NumPy. Nothing is trained.
+# **What you need**: tutorials 01 and 02 (recurrent layers, the Bahdanau comparison) and NumPy.
+# Nothing is trained.
 
 # %%
+import os
+
 import keras
 import matplotlib.pyplot as plt
 import numpy as np
 
 import _common
-from _common import figure_path
+from _common import QUICK, figure_path
 from keras_attention import layers
 from keras_attention.plotting import plot_attention
 
@@ -191,6 +196,110 @@ print("max |by hand - layer| =", np.abs(by_hand - output.numpy()[0]).max())
 # $\sqrt{d_k}$ and the several heads, are the subject of tutorial 06.
 
 # %% [markdown]
+# ## Why self-attention (section 4 of the paper)
+#
+# A recurrent layer also lets every word gather information from the others, one step
+# at a time. Vaswani et al. compare the two (and convolutions) on three counts, in their
+# table 1, for a sentence of $n$ words with vectors of $d$ features:
+#
+# * the **operations per layer**: self-attention compares every pair of positions,
+#   $n^2$ dot products of length $d$; a recurrent layer multiplies each of $n$ states by
+#   $d \times d$ matrices;
+# * the **sequential operations**: a recurrent layer cannot compute position $t$ before
+#   $t - 1$; self-attention computes all positions at once;
+# * the **maximum path length** between two positions, through which the signal linking
+#   them (and its gradient) must pass: $n$ steps in a recurrence, one in self-attention.
+
+# %%
+import time  # noqa: E402
+
+import tensorflow as tf  # noqa: E402
+
+TABLE_1 = [  # layer: operations per layer, sequential operations, maximum path length
+    ("self-attention", "O(n^2 d)", "O(1)", "O(1)"),
+    ("recurrent", "O(n d^2)", "O(n)", "O(n)"),
+    ("convolutional, kernel k", "O(k n d^2)", "O(1)", "O(log_k n)"),
+    ("self-attention within r neighbours", "O(r n d)", "O(1)", "O(n / r)"),
+]
+print(f"{'layer':36s} {'per layer':>11s} {'sequential':>11s} {'path':>11s}")
+for name, per_layer, sequential, path in TABLE_1:
+    print(f"{name:36s} {per_layer:>11s} {sequential:>11s} {path:>11s}")
+
+# %% [markdown]
+# Counting multiply-adds for one layer of width $d$ (a GRU has three gates, each with an
+# input and a recurrent $d \times d$ matrix; self-attention has four $d \times d$
+# projections, then the $n \times n$ scores and the weighted sum), the two cost the same
+# at $n = d$: self-attention does less arithmetic for sentences shorter than their vectors
+# are wide, which is the usual case in translation. Arithmetic is not time, though. Below,
+# one GRU layer and one self-attention layer of width 256, on a batch of 16 sequences,
+# timed at several lengths (median of 5 calls after a warm-up).
+
+# %%
+d_model, batch = 256, 16
+lengths = [16, 64, 256] if QUICK else [16, 32, 64, 128, 256, 512]
+device = "a GPU" if tf.config.list_physical_devices("GPU") else f"a CPU with {os.cpu_count()} cores"
+
+
+def median_ms(model, x, rounds=5):
+    model.predict_on_batch(x)  # traces the function for this length, and warms up
+    seconds = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        model.predict_on_batch(x)
+        seconds.append(time.perf_counter() - started)
+    return 1000 * float(np.median(seconds))
+
+
+def multiply_adds(n):
+    gru = 3 * 2 * n * d_model**2  # three gates, input and recurrent matrices, each position
+    attention = 4 * n * d_model**2 + 2 * n**2 * d_model  # projections, then scores and weighted sum
+    return gru, attention
+
+
+inputs = keras.Input((None, d_model))
+recurrent = keras.Model(inputs, keras.layers.GRU(d_model, return_sequences=True)(inputs))
+self_attention = keras.Model(inputs, layers.MultiHeadAttention(num_heads=4, key_dim=d_model // 4)(inputs, inputs))
+print(f"timed on {device}, batch {batch}, d = {d_model}")
+print(f"{'n':>5} {'GRU (ms)':>9} {'self-attention (ms)':>20} {'time ratio':>11} {'operations ratio':>17}")
+timings = []
+for n in lengths:
+    x = keras.random.normal((batch, n, d_model), seed=n)  # (batch, n, d)
+    gru_ms, attention_ms = median_ms(recurrent, x), median_ms(self_attention, x)
+    gru_ops, attention_ops = multiply_adds(n)
+    timings.append((n, gru_ms, attention_ms))
+    print(f"{n:5d} {gru_ms:9.2f} {attention_ms:20.2f} {gru_ms / attention_ms:11.1f} {gru_ops / attention_ops:17.2f}")
+slower = [n for n, g, a in timings if a > g]
+print("self-attention slower than the GRU at n =", slower if slower else "none of these lengths")
+
+fig, ax = plt.subplots(figsize=(5.5, 3.4))
+ax.loglog([t[0] for t in timings], [t[1] for t in timings], "o-", label="GRU (recurrent)")
+ax.loglog([t[0] for t in timings], [t[2] for t in timings], "o-", label="self-attention, 4 heads")
+ax.set_xticks(lengths, [str(n) for n in lengths])
+ax.minorticks_off()
+ax.set_xlabel("sequence length n")
+ax.set_ylabel("ms per call (median)")
+ax.set_title(f"one layer, d = {d_model}, batch {batch}, on {device}", fontsize=9)
+ax.legend()
+fig.tight_layout()
+fig.savefig(figure_path("05_why_self_attention.png"), dpi=100)
+
+# %% [markdown]
+# The "operations ratio" column is the arithmetic of the GRU over that of self-attention:
+# above 1 below $n = 256$, below 1 above it. The "time ratio" column is what the device
+# made of it, and two things pull in opposite directions. The GRU's $n$ steps run one
+# after another, each a small product of a `(16, 256)` state with `(256, 768)` matrices,
+# which leaves a processor (and a GPU far more) underused; self-attention runs all
+# positions in a few large products, but its $n^2$ term outgrows the GRU's work once $n$
+# passes $d$. The last printed line says at which of these lengths, if any, the GRU was
+# faster on this device.
+#
+# Speed is only part of the argument. The path length matters for learning: in a
+# recurrence, the gradient that links the first word to the thirtieth passes through 29
+# applications of the cell (tutorial 01); in self-attention, through one attention layer.
+# For very long inputs the $n^2$ term wins in the end, which is why the paper mentions
+# restricting attention to a neighbourhood of $r$ positions (the last row of the table).
+
+# %% [markdown]
 # ## Recap
 #
 # * Output = $\sum_j \operatorname{softmax}_j(\text{score}(q, k_j))\, v_j$: a weighted average of the
@@ -200,6 +309,8 @@ print("max |by hand - layer| =", np.abs(by_hand - output.numpy()[0]).max())
 #   self-attention takes all three from the same sequence.
 # * A single-head `MultiHeadAttention` is exactly this lookup on learned projections (checked
 #   by hand against its weights).
+# * Self-attention costs $O(n^2 d)$ operations per layer against a recurrence's $O(n d^2)$,
+#   computes all positions at once, and links any two positions in one step.
 #
 # ## Exercises
 #
@@ -212,6 +323,7 @@ print("max |by hand - layer| =", np.abs(by_hand - output.numpy()[0]).max())
 # ## Papers
 #
 # * Vaswani et al. (2017). [Attention Is All You Need (section 3.2)](https://arxiv.org/abs/1706.03762).
+# * Cho et al. (2014). [On the Properties of Neural Machine Translation: Encoder-Decoder Approaches](https://arxiv.org/abs/1409.1259) (the GRU).
 # * Cheng, Dong and Lapata (2016). [Long Short-Term Memory-Networks for Machine Reading](https://arxiv.org/abs/1601.06733).
 # * Bahdanau, Cho and Bengio (2014). [Neural Machine Translation by Jointly Learning to Align and Translate](https://arxiv.org/abs/1409.0473).
 #

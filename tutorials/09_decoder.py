@@ -43,8 +43,7 @@ import numpy as np
 
 import _common
 from _common import figure_path
-from keras_attention import layers, models
-from keras_attention.decoding.translator import Translator
+from keras_attention import Translator, layers, models
 from keras_attention.explain import explain
 from keras_attention.plotting import plot_attention_heads
 
@@ -90,11 +89,10 @@ fig.savefig(figure_path("09_causal_mask.png"), dpi=100)
 # zero tiles.)
 
 # %%
-from keras_attention.layers import attention_ops  # noqa: E402
 
 q, k, v = (keras.random.normal((2, 256, 2, 8), seed=s) for s in (2, 3, 4))  # (B, T, heads, d)
 shorthand, _ = layers.scaled_dot_product_attention(q, k, v, causal=True)
-explicit, _ = layers.scaled_dot_product_attention(q, k, v, mask=attention_ops.causal_mask(256, 256))
+explicit, _ = layers.scaled_dot_product_attention(q, k, v, mask=layers.causal_mask(256, 256))
 print("largest difference, causal=True vs explicit mask:", float(np.abs(shorthand.numpy() - explicit.numpy()).max()))
 
 # %% [markdown]

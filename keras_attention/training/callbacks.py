@@ -81,6 +81,10 @@ class StepTimer(keras.callbacks.Callback):
     median, an estimate of the time spent compiling (and warming up).
     """
 
+    def __init__(self):
+        super().__init__()
+        self.on_train_begin()  # a resumed run with every epoch done never starts `fit`
+
     def on_train_begin(self, logs=None):
         self.started = time.perf_counter()
         self.first_step_seconds = None

@@ -69,7 +69,8 @@ def moses_bleu(hypotheses, references, language):
         return tokenizer.tokenize(text.lower(), escape=False, return_str=True)
 
     refs = [[prepare(r) for r in references]]
-    return sacrebleu.corpus_bleu([prepare(h) for h in hypotheses], refs, tokenize="none").score
+    # force=True: the text is tokenized on purpose (sacreBLEU would warn that it looks tokenized).
+    return sacrebleu.corpus_bleu([prepare(h) for h in hypotheses], refs, tokenize="none", force=True).score
 
 
 def evaluate_bleu(translator, pairs, method="greedy", batch_size=64, max_examples=None, **options):

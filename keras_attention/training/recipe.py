@@ -171,8 +171,6 @@ def _run(config, verbose, strategy, output_dir):
     fit_resumable(model, train_ds, config.epochs, steps_per_epoch, backup, callbacks,
                   validation_data=valid_ds, verbose=verbose, shuffle=False)  # the dataset shuffles
     train_seconds = time.time() - fit_started
-    if not config.keep_backup:
-        backup.delete()
     history = read_csv_history(history_path)  # all epochs, also those before a restart
     epoch_seconds = history.get("epoch_seconds", [])
     if len(epoch_seconds) == len(history.get("loss", [])) and all(isinstance(s, float) for s in epoch_seconds):
@@ -195,4 +193,6 @@ def _run(config, verbose, strategy, output_dir):
         results["examples"] = [[ref, hyp] for ref, hyp in zip(scores["references"][:3], scores["hypotheses"][:3])]
     results["history"] = history
     write_json(os.path.join(output_dir, "results.json"), results, indent=2)
+    if not config.keep_backup:
+        backup.delete()  # last: until the results are written, the run can be started again
     return translator, results

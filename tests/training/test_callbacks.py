@@ -47,3 +47,10 @@ def test_step_timer_sums_the_steps_far_above_the_median():
     assert timer.summary()["seconds_beyond_median"] == round(3.4 + 2.4 + 1.8, 1)
     timer._end("train")
     assert timer.summary()["seconds_to_first_step"] >= 5.0
+
+
+def test_step_timer_summary_before_any_step():
+    """A resumed run whose backup holds every epoch never starts `fit`: the summary still works."""
+    from keras_attention.training.callbacks import StepTimer
+
+    assert StepTimer().summary() == {"seconds_to_first_step": None, "seconds_beyond_median": 0.0}

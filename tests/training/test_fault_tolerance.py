@@ -194,6 +194,15 @@ def test_cli_keep_backup_extends_a_finished_run_with_more_epochs(tmp_path):
     steps_per_epoch = first["steps_per_epoch"]
     assert first["steps"] == steps_per_epoch
     assert (output / "backup").is_dir()  # kept
+
+    # Killed after its last epoch's backup, before the results: the same command finishes it
+    # without training (and keeps the backup until the results are written).
+    os.remove(output / "results.json")
+    code, log = _run_to_end(command, tmp_path / "again.log")
+    assert code == 0 and "Traceback" not in log, log
+    again = json.loads((output / "results.json").read_text())
+    assert again["resumed_from_step"] == again["steps"] == steps_per_epoch and "test" in again
+    assert _iterations(output / "translator") == steps_per_epoch
     history_before = (output / "history.csv").read_text()
 
     command[epochs_at] = "2"

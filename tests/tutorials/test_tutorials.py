@@ -7,6 +7,8 @@ the model cache in the test's temporary folder. In QUICK mode a tutorial takes
 20-60 s on a 2-core CPU; the timeout is generous because CI machines are shared.
 """
 
+import ast
+import importlib
 import importlib.util
 import os
 import pathlib
@@ -29,7 +31,9 @@ FIGURES = {
     "01_rnn_encoder_decoder": ["01_bleu_by_length.png"],
     "02_bahdanau_attention": ["02_bleu_by_length.png", "02_alignment_1.png", "02_alignment_2.png"],
     "03_luong_attention": ["03_global_vs_local.png", "03_alignment.png"],
-    "05_query_key_value": ["05_soft_lookup.png", "05_inter_attention.png", "05_self_attention.png"],
+    "05_query_key_value": [
+        "05_soft_lookup.png", "05_inter_attention.png", "05_self_attention.png", "05_why_self_attention.png",
+    ],
     "06_scaled_dot_product_and_multi_head": ["06_scaling.png", "06_heads.png"],
     "07_positional_encoding": ["07_position_encoding.png", "07_position_similarity.png"],
     "08_encoder_block": ["08_encoder_heads.png", "08_residual_stream.png"],
@@ -138,3 +142,21 @@ def test_readme_table_is_generated_from_the_notebooks(tmp_path):
     assert readme.read_text(encoding="utf-8") == committed, (
         "tutorials/README.md's table is out of date: run `python tutorials/build_notebooks.py --index`"
     )
+
+
+PUBLIC_MODULES = {"keras_attention", *(f"keras_attention.{name}" for name in (
+    "data", "decoding", "explain", "layers", "models", "plotting", "serving", "training"))}
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_tutorial_imports_only_the_public_api(script):
+    """A learner copies what a tutorial imports: only names some public `__all__` exports."""
+    private = []
+    for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("keras_attention"):
+            module = importlib.import_module(node.module)
+            exported = module.__all__ if node.module in PUBLIC_MODULES else ()
+            private += [f"{node.module}.{a.name}" for a in node.names if a.name not in exported]
+        elif isinstance(node, ast.Import):
+            private += [a.name for a in node.names if a.name.startswith("keras_attention.")]
+    assert not private, f"{script.name} imports names no public __all__ exports: {private}"
