@@ -1,6 +1,7 @@
 """`Translator`: tokenizers + model + decoding, from sentences to sentences."""
 
 import dataclasses
+import functools
 import json
 import os
 import warnings
@@ -140,8 +141,11 @@ class Translator(tf.Module):
         key = (method, bool(return_attention), tuple(sorted(options.items())))
         decoders = self.__dict__.setdefault("_decoders", {})  # not a tracked attribute of the tf.Module
         if key not in decoders:
+            # A partial, not a lambda: TensorFlow counts traces per code object, so
+            # one lambda traced once by each of several Translators would be reported
+            # as a function "retracing" too often.
             decoders[key] = tf.function(
-                lambda ids: self.decode_ids(ids, method=method, return_attention=return_attention, **options),
+                functools.partial(self.decode_ids, method=method, return_attention=return_attention, **options),
                 input_signature=[tf.TensorSpec([None, None], tf.int32)],
             )
         return decoders[key]

@@ -156,3 +156,13 @@ def test_bad_arguments(tokenizers):
         _translator(tokenizers, max_target_length=64)  # the model's positions stop at 32
     with pytest.raises(ValueError, match="max_source_length=0"):
         _translator(tokenizers, max_source_length=0)
+
+
+def test_several_translators_do_not_warn_of_retracing(tokenizers, caplog):
+    # Each Translator traces its decoder once; TensorFlow must not see that as one
+    # function retracing (its warning appears after 5 traces of the same code).
+    translators = [_translator(tokenizers) for _ in range(7)]
+    with caplog.at_level("WARNING", logger="tensorflow"):
+        for translator in translators:
+            translator(["3 March 1999"])
+    assert not [r for r in caplog.records if "retracing" in r.getMessage()]
