@@ -277,7 +277,7 @@ _common.result(f"BLEU {overall['bleu_lowercase']:.1f} (lower-cased, greedy, {len
 # The last line printed compares the shortest and the longest bucket of this run. Two
 # epochs leave this model weak, and length alone makes translation harder for any
 # model, so this chart is only half of the argument. Tutorial 02 trains the same
-# network with attention, on the same data for the same time, and puts both on one
+# network with attention, on the same data for the same number of epochs, and puts both on one
 # chart.
 #
 # Full mode trains on all 29,000 pairs for two epochs (the training cell prints how long

@@ -114,7 +114,7 @@ print("weights for 3 target positions:", tuple(all_weights.shape), " (batch, tar
 # %% [markdown]
 # ## Training the attention model
 #
-# Same data, same tokenizers, same sizes and same training budget as the
+# Same data, same tokenizers, same sizes and the same number of epochs as the
 # fixed-vector model of tutorial 01; only `attention="bahdanau"` changes. The
 # fixed-vector model is reloaded from the cache if tutorial 01 trained it with these
 # settings, and trained here otherwise.

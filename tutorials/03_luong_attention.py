@@ -175,7 +175,7 @@ for n in (10, 100, 1000, 10000):
 #
 # ## Training the Luong model
 #
-# The same data and budget as tutorials 01 and 02, with
+# The same data and number of epochs as tutorials 01 and 02, with
 # `Seq2SeqRNN(attention="luong", luong_score="general")`: global attention, input
 # feeding. The two earlier models come from the cache when those tutorials have run.
 
@@ -209,19 +209,21 @@ plot_attention(result.attention[0], result.source_tokens[0], result.target_token
 explain(translator, [sentence])
 
 # %% [markdown]
-# All three models had the same data and the same two epochs, so the table compares
-# how fast each design learns under a small budget, not where each ends up. Luong et
-# al. trained for 10 to 12 epochs on WMT; `_common.SETTINGS.rnn_epochs` sets ours, and
-# the documentation's results page has the three trained for 12 epochs.
+# All three models had the same data and the same number of epochs
+# (`_common.SETTINGS.rnn_epochs`), so the table compares how fast each design learns
+# under a small budget, not where each ends up; they also differ in size (tutorial 10's
+# table prints their parameter counts). Luong et al. trained for 10 to 12 epochs on
+# WMT, and the documentation's results page has the three trained for 12 epochs.
 #
 # One change to the paper is on by default in `Seq2SeqRNN`: the `general` and `dot`
 # scores are divided by $\sqrt{\text{units}}$ (`luong_scaled=True`), as the Transformer
-# divides its dot products by $\sqrt{d_k}$ (tutorial 06). Unscaled, the score multiplies
-# the decoder state by every encoder state through a learned $W_a$ whose entries all
-# grow together; the products soon become large, the softmax nearly one-hot, and the
-# attention stops learning where to look. `Seq2SeqRNN(attention="luong",
-# luong_scaled=False)` trains the paper's version for comparison. To train local-p,
-# pass `luong_window=D`.
+# divides its dot products by $\sqrt{d_k}$ (tutorial 06). Unscaled, the score is a
+# product of two learned vectors through a learned $W_a$, and its size grows with all
+# three; large scores make the softmax nearly one-hot, and a nearly one-hot softmax has
+# almost no gradient (tutorial 06 shows both). `Seq2SeqRNN(attention="luong",
+# luong_scaled=False)` trains the paper's version, and `scripts/ablate_luong_scale.py`
+# in the repository trains both versions side by side. To train local-p, pass
+# `luong_window=D`.
 #
 # Tutorial 04 uses attention with no recurrence at all, to compare two sentences;
 # tutorial 05 then steps back from translation: an attention layer is a lookup of values

@@ -109,7 +109,7 @@ plot_position_encoding(table[0], path=figure_path("07_position_encoding.png"))
 #
 # So $PE_{p+k} = M_k\, PE_p$ with one matrix $M_k$ for every $p$: "three words to the
 # left" is a fixed linear map, something a query or key projection can learn to use.
-# The paper gives this as its reason for choosing the sinusoids.
+# The paper chose the sinusoids on this hypothesis: that such offsets would be easy to learn.
 
 # %%
 k = 3

@@ -299,6 +299,13 @@ for i in range(2):
 _common.result(f"BLEU {scores['beam']['bleu_lowercase']:.1f} (lower-cased, beam 4, {len(test_pairs)} test sentences)")
 
 # %% [markdown]
+# Look at the printed translations next to their references: a model trained this
+# briefly can get the frame of a sentence right and still break on a rare word, for
+# example by writing one sub-word piece again and again (sub-word pieces let a model
+# spell anything, nonsense included). Beam search compares whole hypotheses and can
+# avoid some of these, not all.
+
+# %% [markdown]
 # ## What the heads look at
 #
 # `Translator` returns the cross-attention averaged over heads. To see each head,
@@ -323,7 +330,7 @@ figure.savefig(figure_path("10_cross_attention_heads.png"), dpi=100)
 
 # %% [markdown]
 # Rows are labelled with the decoder's *input* at each position: the map on the row of
-# `[START]` is where the model looked to choose the first word. Heads differ: some
+# `[START]` is where the model looked to choose the first word. Heads can differ: some
 # follow the source word being translated, others spread out or rest on the sentence
 # boundaries. How clean the maps are depends on how long the model trained.
 #
@@ -390,8 +397,10 @@ fig.savefig(figure_path("10_results.png"), dpi=100)
 # The table is computed every time this tutorial runs; nothing in it is typed in. Equal
 # epochs are not equal cost: an RNN decoder runs step by step, a Transformer processes
 # all positions of a sentence at once, and the training column shows what an epoch of
-# each cost here. Longer training changes all the numbers: the results page of the
-# documentation has the same models trained for 12 (RNNs) and 30 (Transformer) epochs.
+# each cost here. So read the table two ways: across its first four rows, equal epochs
+# (the line under it names the best of them), and down the training column, what each
+# model got for its seconds. Longer training changes all the numbers: the results page of
+# the documentation has the same models trained for 12 (RNNs) and 30 (Transformer) epochs.
 #
 # For scale: the paper's base model, 65 million parameters trained on the 4.5 million
 # sentence pairs of WMT 2014, reached 27.3 BLEU on newstest2014 English-German and the

@@ -65,7 +65,7 @@ print("logical CPU devices:", [d.name for d in tf.config.list_logical_devices("C
 # 3. the gradients are summed across replicas (an *all-reduce*);
 # 4. every replica applies the same summed gradient, so the copies stay identical.
 #
-# `training.distribution.get_strategy("mirrored")` returns a `MirroredStrategy` over all
+# `training.get_strategy("mirrored")` returns a `MirroredStrategy` over all
 # GPUs, or over the logical CPU devices when there is none. The model, its optimizer
 # and its metrics must be created, and `compile` called, inside `strategy.scope()`;
 # `fit` is called as usual, with the global batch size.
@@ -90,7 +90,7 @@ print(type(strategy).__name__, "with", strategy.num_replicas_in_sync, "replicas:
 #   however the padding falls between the slices.
 # * **Gradient clipping acts on the summed gradient.** A Keras optimizer with `clipnorm`
 #   clips each replica's share before the shares are added, which is not what one
-#   device does. `training.optimizers.Adam` clips the sum.
+#   device does. `training.Adam` clips the sum.
 
 # %%
 translation_data = _common.load_translation_data()
@@ -160,12 +160,14 @@ fig.savefig(figure_path("11_loss_per_step.png"), dpi=100)
 
 # %% [markdown]
 # The two runs agree up to the rounding of float32 sums done in a different order
-# (each replica adds up half the batch, then the halves are added): the losses match to
-# three or four decimals (the "largest difference" line). The weights drift apart slowly as
-# those rounding differences compound from step to step; the lines above give the drift
-# relative to how far training moved the weights, for all of them and for the median
-# tensor, so a longer run shows a larger figure. The tensors that differ most are the attention
-# layers' *key biases*, and that is a property of attention, not of the distribution: adding the
+# (each replica adds up half the batch, then the halves are added): the "largest
+# difference" line gives the largest gap between the two runs' losses at any step, to
+# read against losses of about the size printed on the line above it. The weights drift
+# apart slowly as those rounding differences compound from step to step; the lines above
+# give the drift relative to how far training moved the weights, for all of them and for
+# the median tensor, so a longer run shows a larger figure. When the tensors that differ
+# most are the attention layers' *key biases*, that is a property of attention, not of the
+# distribution: adding the
 # same vector $b$ to every key adds the same number $q \cdot b$ to all the scores of a
 # query, which the softmax ignores, so their true gradient is zero. What they receive
 # is rounding noise, and Adam, which divides each gradient by its own running scale,
