@@ -44,6 +44,7 @@ def beam_search(
     beam_size=4,
     length_penalty=0.6,
     return_attention=False,
+    complete_beam=True,
 ):
     """Translate a batch keeping the `beam_size` best hypotheses at each step.
 
@@ -64,9 +65,15 @@ def beam_search(
     `alpha = length_penalty` (0 ranks by the raw log-probability). A
     hypothesis that emits `end_id` is finished: it keeps its beam slot and its
     score, only pads from then on, and leaves the beam only if `beam_size`
-    better hypotheses turn up. The graph `while` loop stops when every
-    hypothesis of every row has finished, or after `max_length` tokens.
-    Unfinished hypotheses at `max_length` are scored at that length. The
+    better hypotheses turn up. The graph `while` loop stops after
+    `max_length` tokens, or when every hypothesis of every row has finished
+    (`complete_beam=True`), or, with `complete_beam=False`, as soon as every
+    row's best translation is settled: its best finished hypothesis scores
+    at least what any descendant of its unfinished ones could
+    (`log P / lp(max_length)`, since continuing only lowers `log P`). The
+    best translation and its score are the same either way; the other beam
+    slots are then as they were when the loop stopped. Unfinished
+    hypotheses are scored at the length they reached. The
     padding id 0 is never emitted. With `beam_size=1` this is greedy decoding.
 
     Args:
@@ -80,6 +87,10 @@ def beam_search(
         length_penalty: float >= 0. GNMT's alpha. Defaults to 0.6.
         return_attention: bool. Also return each hypothesis' attention rows,
             reordered along with it. Defaults to False.
+        complete_beam: bool. Decode until all `beam_size` hypotheses have
+            finished, so that every one of them is exact (True), or only
+            until each row's best is settled (False: the same best, fewer
+            steps). Defaults to True.
 
     Returns:
         A `DecodeResult` with a beam axis, best hypothesis first: `tokens`
@@ -148,8 +159,9 @@ def beam_search(
         finished = ops.logical_or(dead, ops.equal(ops.reshape(next_tokens, (batch, beam)), end_id))
         return index + 1, state, next_tokens, finished, lengths, log_probs, tokens, attention
 
-    def keep_going(index, state, inputs, finished, *_):
-        return ops.logical_and(index < max_length, ops.logical_not(ops.all(finished)))
+    def keep_going(index, state, inputs, finished, lengths, log_probs, *_):
+        done = finished if complete_beam else _settled(finished, lengths, log_probs, max_length, alpha)
+        return ops.logical_and(index < max_length, ops.logical_not(ops.all(done)))
 
     # One live hypothesis per row to begin with; the copies start at -inf so
     # that the first step does not pick the same continuation K times.
@@ -172,6 +184,24 @@ def beam_search(
     if return_attention:
         attention = ops.reshape(attention, (batch, beam, max_length, source_length))
     return DecodeResult(tokens, scores, log_probs, lengths, attention if return_attention else None)
+
+
+def _settled(finished, lengths, log_probs, max_length, alpha):
+    """Rows `(B,)` whose best translation can no longer change.
+
+    A continuation only lowers a hypothesis' log-probability, and the length
+    penalty is largest at `max_length`, so no descendant of an unfinished
+    hypothesis scores above `log_probs / lp(max_length)`. Once a row's best
+    finished hypothesis scores at least that for all its unfinished ones, its
+    best stays the best (the other beam slots may still change), and decoding
+    can stop when every row is settled: the best translations and their
+    scores are those of decoding on until every hypothesis has finished.
+    """
+    scores = log_probs / length_penalty_factor(lengths, alpha)  # (B, K)
+    best_finished = ops.max(ops.where(finished, scores, NEG_INF), axis=1)  # (B,)
+    ceiling = log_probs / length_penalty_factor(max_length, alpha)
+    best_possible = ops.max(ops.where(finished, NEG_INF, ceiling), axis=1)  # (B,)
+    return ops.greater_equal(best_finished, best_possible)
 
 
 def _best_continuations(logits, normaliser, finished, log_probs, lengths, beam, alpha):

@@ -123,8 +123,9 @@ class Translator(tf.Module):
         if method == "greedy":
             return greedy_decode(self.model, source_ids, **common)
         if method == "beam":
-            return beam_search(
-                self.model, source_ids, beam_size=beam_size, length_penalty=length_penalty, **common
+            return beam_search(  # only the best is kept: stop once it is settled
+                self.model, source_ids, beam_size=beam_size, length_penalty=length_penalty,
+                complete_beam=False, **common
             ).best()
         common.pop("return_attention")
         return sample(

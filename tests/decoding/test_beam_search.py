@@ -79,6 +79,21 @@ def test_finished_hypotheses_keep_their_score_and_search_stops_early():
         _check_against(result, b, np_beam(toy, row, 8, 2, 0.6), 8)
 
 
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_stopping_once_the_best_is_settled_keeps_the_best(alpha):
+    toy, source = ToyModel(vocab=6, max_length=12, seed=4, end_bias=1.0), toy_source(batch=6, seed=2)
+    complete = beam_search(toy, source, START, END, 12, beam_size=3, length_penalty=alpha)
+    steps_complete, toy.calls = toy.calls, 0
+    settled = beam_search(toy, source, START, END, 12, beam_size=3, length_penalty=alpha, complete_beam=False)
+    a, b = complete.best(), settled.best()
+    np.testing.assert_array_equal(b.tokens.numpy(), a.tokens.numpy())
+    np.testing.assert_array_equal(b.lengths.numpy(), a.lengths.numpy())
+    np.testing.assert_allclose(b.scores.numpy(), a.scores.numpy(), rtol=1e-6)
+    assert toy.calls <= steps_complete
+    if alpha < 1:  # here a wandering hypothesis keeps the complete beam going; the best is settled sooner
+        assert steps_complete == 12 and toy.calls < steps_complete
+
+
 def test_beam_size_one_equals_greedy():
     toy, source = ToyModel(vocab=7, max_length=7, seed=5, end_bias=0.5), toy_source(batch=5)
     beam = beam_search(toy, source, START, END, 7, beam_size=1, length_penalty=0.6).best()
