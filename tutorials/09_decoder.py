@@ -170,11 +170,9 @@ print("expected:      ", [tokens[i] for i in target_out[0, :n].numpy()])
 # keep a **cache** of the keys and values of the positions already seen, and each step
 # computes only the new position. Thanks to the causal mask this gives exactly the
 # numbers of the parallel pass. Each block's cache is a pair, keys and values, each
-# (batch, heads, positions, key_dim): heads before positions, so that a step's two
-# products, one query against all cached keys and its weights against all cached values,
-# are batched matrix products over (batch, heads) that read the cache as it lies. Below,
-# a small Transformer over the real batch: all positions at once, then step by step with
-# `decode_step`.
+# (batch, positions, heads, key_dim): the layout of the projected keys and values in
+# `keras.layers.MultiHeadAttention`. Below, a small Transformer over the real batch:
+# all positions at once, then step by step with `decode_step`.
 
 # %%
 model = models.Transformer(
