@@ -140,7 +140,8 @@ def _run(args):
     if getattr(args, "engine", "keras") == "ctranslate2":
         translator = _ctranslate2_translator(args)
     else:
-        translator = Translator.load(_translator_folder(args.translator))
+        translator = Translator.load(_translator_folder(args.translator),
+                                     jit_compile=getattr(args, "jit_compile", False))
     if args.command == "explain":
         sentences = [_argument_text(s, i) for i, s in enumerate(args.sentences, 1)] or _read_stdin_lines()
         _write_page(translator, sentences, page, args.method, args.beam_size)
@@ -243,6 +244,8 @@ def _ctranslate2_translator(args):
     """`--engine ctranslate2`: the model folder given as TRANSLATOR; what it cannot do is an error."""
     if getattr(args, "plot_attention", None) or getattr(args, "html", None):
         raise ValueError("--plot-attention and --html need our decoder's attention weights: use --engine keras.")
+    if args.jit_compile:
+        raise ValueError("--jit-compile compiles our decoder (--engine keras); CTranslate2 has its own kernels.")
     from keras_attention.serving.ctranslate2_translator import CTranslate2Translator
 
     return CTranslate2Translator(args.translator, compute_type=args.compute_type)
@@ -264,6 +267,8 @@ def _export(args):
     if args.format == "ctranslate2":
         from keras_attention.serving.ctranslate2_export import export_ctranslate2
 
+        if args.jit_compile:
+            raise ValueError("--jit-compile applies to --format savedmodel (CTranslate2 has its own kernels).")
         translator = Translator.load(_translator_folder(args.translator))
         path = export_ctranslate2(translator, output_dir, quantization=args.quantization, overwrite=args.overwrite)
         print(f"exported: {path} (CTranslate2, {args.quantization or 'float32'} weights); translate with: "
@@ -273,8 +278,10 @@ def _export(args):
 
     translator = Translator.load(_translator_folder(args.translator))
     path = export(translator, output_dir, method=args.method, beam_size=args.beam_size,
-                  length_penalty=args.length_penalty, max_length=args.max_length, version=args.version)
-    print(f"exported: {path} (signatures serving_default and translate_ids, {args.method} decoding)")
+                  length_penalty=args.length_penalty, max_length=args.max_length, version=args.version,
+                  jit_compile=args.jit_compile)
+    xla = ", compiled with XLA" if args.jit_compile else ""
+    print(f"exported: {path} (signatures serving_default and translate_ids, {args.method} decoding{xla})")
     return 0
 
 

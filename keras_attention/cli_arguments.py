@@ -186,6 +186,9 @@ def build_parser():
     export.add_argument("--length-penalty", type=checked("length_penalty"), default=0.6, help="SavedModel only")
     export.add_argument("--max-length", type=checked("max_length"),
                         help="SavedModel only: most output tokens (default: the translator's)")
+    export.add_argument("--jit-compile", action="store_true",
+                        help="SavedModel only: decode with XLA (TF Serving on a CPU then needs "
+                             "--xla_cpu_compilation_enabled=true)")
     export.add_argument("--version", type=int,
                         help="SavedModel only: version folder (default: the next free number, 1 at first)")
     export.add_argument("--quantization", choices=QUANTIZATIONS,
@@ -207,6 +210,9 @@ def _add_decoding_flags(parser):
                        help="keras: our decoder on a translator folder; ctranslate2: a folder written by "
                             "export --format ctranslate2 (greedy, beam or sample; length penalty as "
                             "CTranslate2 defines it)")
+    group.add_argument("--jit-compile", action="store_true",
+                       help="keras engine: compile greedy and beam decoding with XLA (each new batch size and "
+                            "length bucket compiles once; faster after that)")
     group.add_argument("--compute-type", default="default",
                        help="ctranslate2 engine: CTranslate2's compute type (default, int8, float16, ...)")
 

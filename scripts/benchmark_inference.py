@@ -10,10 +10,12 @@ English sentences by default) through every path:
   int8 weights, `intra_threads` = the cores, through `CTranslate2Translator`.
 
 Each path decodes greedy and beam 4 (length penalty 0.6: GNMT's formula for
-ours, `length ** 0.6` for CTranslate2), in batches of 1 and 32. Each case runs
+ours, `length ** 0.6` for CTranslate2), in batches of 1 and 32. Ours run twice,
+as a TensorFlow graph and compiled with XLA (`jit_compile`: the export's and
+the `Translator`'s switch); entries carry `jit_compile`. Each case runs
 in its own process (so its peak resident memory is its own), translates the
-sentences once to warm up and then `--rounds` times; the figure is the median
-round. Target tokens are counted the same way for every path: the WordPiece
+sentences once to warm up (tracing, and XLA's compilations: `warmup_seconds`)
+and then `--rounds` times; the figure is the median round. Target tokens are counted the same way for every path: the WordPiece
 pieces of its output text. BLEU (sacreBLEU 13a) of each path's output, and the
 share of sentences whose greedy output is the same in CTranslate2 float32 and
 in our SavedModel, go in the JSON too.
@@ -56,7 +58,7 @@ def read_pairs(data_dir, source, target, limit):
 def _translate_function(case):
     """`(sentences) -> list of str` for the case's engine, loaded as a user would load it."""
     engine, options = case["engine"], METHODS[case["method"]]
-    if engine == "savedmodel":
+    if engine == "savedmodel":  # the XLA export was written with jit_compile=True
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
 
@@ -65,7 +67,7 @@ def _translate_function(case):
     if engine == "translator":
         from keras_attention.decoding.translator import Translator
 
-        translator = Translator.load(case["path"])
+        translator = Translator.load(case["path"], jit_compile=case["jit_compile"])
         return lambda batch: translator(batch, method=case["method"], **options)
     from keras_attention.serving import CTranslate2Translator
 
@@ -78,14 +80,16 @@ def run_case(case):
     translate = _translate_function(case)
     sentences, size = case["sentences"], case["batch_size"]
     batches = [sentences[i: i + size] for i in range(0, len(sentences), size)]
-    outputs = [t for batch in batches for t in translate(batch)]  # warm-up (traces, loads)
+    start = time.perf_counter()
+    outputs = [t for batch in batches for t in translate(batch)]  # warm-up (traces, compiles)
+    warmup = time.perf_counter() - start
     seconds = []
     for _ in range(case["rounds"]):
         start = time.perf_counter()
         for batch in batches:
             translate(batch)
         seconds.append(time.perf_counter() - start)
-    return {"seconds": statistics.median(seconds), "rounds": seconds, "outputs": outputs,
+    return {"seconds": statistics.median(seconds), "rounds": seconds, "warmup_seconds": warmup, "outputs": outputs,
             "peak_rss_mb": peak_rss_mb()}
 
 
@@ -117,20 +121,24 @@ def _in_child(case, work):
 # The run ------------------------------------------------------------------------------------
 
 
-def _exports(translator_dir, work, precisions):
-    """Write the SavedModels (greedy, beam 4) and the CTranslate2 models (float32, int8)."""
+def _exports(translator_dir, work, precisions, compilers):
+    """The model each case loads, by `(engine, precision, method, jit_compile)`: our SavedModels
+    (greedy, beam 4; graph and XLA), the translator folder, the CTranslate2 models."""
     from keras_attention.decoding.translator import Translator
     from keras_attention.serving import export, export_ctranslate2
 
     translator = Translator.load(translator_dir)
-    paths = {("savedmodel", "float32", method): export(translator, os.path.join(work, f"saved-{method}"),
-                                                       method=method, **METHODS[method])
-             for method in METHODS}
+    paths = {}
+    for jit_compile in (c == "xla" for c in compilers):
+        for method in METHODS:
+            folder = os.path.join(work, f"saved-{method}" + ("-xla" if jit_compile else ""))
+            paths["savedmodel", "float32", method, jit_compile] = export(
+                translator, folder, method=method, jit_compile=jit_compile, **METHODS[method])
+            paths["translator", "float32", method, jit_compile] = translator_dir
     for precision in precisions:
         quantization = None if precision == "float32" else precision
         path = export_ctranslate2(translator, os.path.join(work, f"ct2-{precision}"), quantization=quantization)
-        paths.update({("ctranslate2", precision, method): path for method in METHODS})
-    paths.update({("translator", "float32", method): translator_dir for method in METHODS})
+        paths.update({("ctranslate2", precision, method, False): path for method in METHODS})
     return translator, paths
 
 
@@ -147,6 +155,8 @@ def main(argv=None):
                         choices=["savedmodel", "translator", "ctranslate2"])
     parser.add_argument("--precisions", nargs="+", default=["float32", "int8"], choices=["float32", "int8"],
                         help="CTranslate2 weights to measure (ours are float32)")
+    parser.add_argument("--compilers", nargs="+", default=["graph", "xla"], choices=["graph", "xla"],
+                        help="our decoders: as a TensorFlow graph, compiled with XLA (jit_compile), or both")
     parser.add_argument("--quick", action="store_true", help="4 sentences, 1 round, batches of 4: for the tests")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
     args = parser.parse_args(argv)
@@ -171,63 +181,74 @@ def main(argv=None):
         folder = os.path.join(folder, "translator")
     ct2_device = "cuda" if ctranslate2.get_cuda_device_count() else "cpu"
     with tempfile.TemporaryDirectory() as work:
-        translator, paths = _exports(folder, work, args.precisions)
+        translator, paths = _exports(folder, work, args.precisions, args.compilers)
         source, target = translator.languages
         sentences, references = read_pairs(args.data_dir, source or "en", target or "de", args.sentences)
         print(f"{len(sentences)} test sentences {source}->{target}; TensorFlow on {device()}; "
               f"CTranslate2 {ctranslate2.__version__} on {ct2_device}; {args.rounds} rounds, median", flush=True)
         results, texts = [], {}
-        for (engine, precision, method), path in paths.items():
+        for (engine, precision, method, jit_compile), path in paths.items():
             if engine not in args.engines:
                 continue
             for batch_size in args.batch_sizes:
                 case = dict(engine=engine, precision=precision, method=method, batch_size=batch_size, path=path,
-                            sentences=sentences, rounds=args.rounds, device=ct2_device)
+                            sentences=sentences, rounds=args.rounds, device=ct2_device, jit_compile=jit_compile)
                 measured = _in_child(case, work)
                 outputs = measured.pop("outputs")
-                texts[(engine, precision, method)] = outputs
+                texts[(engine, precision, method, jit_compile)] = outputs
                 tokens = int(translator.target_tokenizer.tokenize(outputs).row_lengths().numpy().sum())
                 seconds = measured["seconds"]
                 results.append(dict(
-                    engine=engine, precision=precision, method=method, batch_size=batch_size,
+                    engine=engine, precision=precision, method=method, batch_size=batch_size, jit_compile=jit_compile,
                     sentences_per_second=round(len(sentences) / seconds, 2),
                     target_tokens_per_second=round(tokens / seconds, 1), peak_rss_mb=measured["peak_rss_mb"],
                     seconds=round(seconds, 3), rounds=[round(s, 3) for s in measured["rounds"]],
+                    warmup_seconds=round(measured["warmup_seconds"], 2),
                 ))
                 r = results[-1]
-                print(f"{engine:<12} {precision:<8} {method:<7} batch {batch_size:>3}: "
+                name = engine + (" xla" if jit_compile else "")
+                print(f"{name:<16} {precision:<8} {method:<7} batch {batch_size:>3}: "
                       f"{r['sentences_per_second']:8.2f} sentences/s {r['target_tokens_per_second']:9.1f} tokens/s "
-                      f"peak RSS {r['peak_rss_mb']:7.1f} MB", flush=True)
+                      f"peak RSS {r['peak_rss_mb']:7.1f} MB (warm-up {r['warmup_seconds']:.0f} s)", flush=True)
 
-    bleu = {f"{engine}/{precision}/{method}": round(corpus_scores(out, references)["bleu"], 2)
-            for (engine, precision, method), out in texts.items()}
-    ours, theirs = texts.get(("savedmodel", "float32", "greedy")), texts.get(("ctranslate2", "float32", "greedy"))
+    bleu = {f"{engine}{'-xla' if jit else ''}/{precision}/{method}": round(corpus_scores(out, references)["bleu"], 2)
+            for (engine, precision, method, jit), out in texts.items()}
+    ours = texts.get(("savedmodel", "float32", "greedy", "graph" not in args.compilers))
+    theirs = texts.get(("ctranslate2", "float32", "greedy", False))
     identical = None if ours is None or theirs is None else sum(a == b for a, b in zip(ours, theirs)) / len(ours)
     # The sentences where the two greedy outputs differ (the first ten), to explain each difference.
     differences = [] if identical is None else [
         dict(index=i, source=sentences[i], savedmodel=a, ctranslate2=b)
         for i, (a, b) in enumerate(zip(ours, theirs)) if a != b][:10]
+    # XLA must not change a translation: the share of outputs equal to the graph's, per method.
+    xla_identical = {method: sum(a == b for a, b in zip(texts[key], texts[key[:3] + (True,)])) / len(sentences)
+                     for key in texts for method in [key[2]]
+                     if key[0] == "savedmodel" and not key[3] and key[:3] + (True,) in texts}
 
-    def tokens_per_second(engine, precision, method, batch_size):
+    def tokens_per_second(engine, precision, method, batch_size, jit_compile=False):
         return next((r["target_tokens_per_second"] for r in results if (r["engine"], r["precision"], r["method"],
-                     r["batch_size"]) == (engine, precision, method, batch_size)), None)
+                     r["batch_size"], r["jit_compile"]) == (engine, precision, method, batch_size, jit_compile)), None)
 
     batch = max(args.batch_sizes)
     ratios = {}
-    for precision in ("float32", "int8"):
-        ours_tps, theirs_tps = tokens_per_second("savedmodel", "float32", "beam", batch), \
-            tokens_per_second("ctranslate2", precision, "beam", batch)
-        if ours_tps and theirs_tps:
-            ratios[f"savedmodel_over_ctranslate2_{precision}_beam_batch{batch}"] = round(ours_tps / theirs_tps, 3)
+    for jit_compile in (c == "xla" for c in args.compilers):
+        for precision in ("float32", "int8"):
+            ours_tps = tokens_per_second("savedmodel", "float32", "beam", batch, jit_compile)
+            theirs_tps = tokens_per_second("ctranslate2", precision, "beam", batch)
+            if ours_tps and theirs_tps:
+                name = "savedmodel" + ("_xla" if jit_compile else "")
+                ratios[f"{name}_over_ctranslate2_{precision}_beam_batch{batch}"] = round(ours_tps / theirs_tps, 3)
     print(f"BLEU: {bleu}")
     print(f"greedy outputs identical (SavedModel vs CTranslate2 float32): {identical}")
     for d in differences:
         print(f"  sentence {d['index']}: ours {d['savedmodel']!r} / CTranslate2 {d['ctranslate2']!r}")
+    print(f"SavedModel outputs identical with and without XLA: {xla_identical}")
     print(f"tokens/s ratios: {ratios}")
     write_json(args.json, {
         "model": folder, "sentences": len(sentences), "rounds": args.rounds, "ctranslate2": ctranslate2.__version__,
         "ctranslate2_device": ct2_device, "intra_threads": os.cpu_count(),
-        "greedy_identical_fraction": identical, "greedy_differences": differences, "bleu": bleu, "ratios": ratios, "results": results,
+        "greedy_identical_fraction": identical, "greedy_differences": differences,
+        "xla_identical_fraction": xla_identical, "bleu": bleu, "ratios": ratios, "results": results,
     })
     return 0
 

@@ -241,18 +241,30 @@ def embedding_init():
 def inference():
     r = load("inference")
     labels = {"savedmodel": "our SavedModel", "translator": "our `Translator`", "ctranslate2": "CTranslate2"}
-    rows = [(labels[row["engine"]], row["precision"], "greedy" if row["method"] == "greedy" else "beam 4",
+
+    def engine(row):
+        if row["engine"] == "ctranslate2":
+            return labels["ctranslate2"]
+        return labels[row["engine"]] + (", XLA" if row.get("jit_compile") else ", graph")
+
+    rows = [(engine(row), row["precision"], "greedy" if row["method"] == "greedy" else "beam 4",
              row["batch_size"], f"{row['sentences_per_second']:.1f}", f"{row['target_tokens_per_second']:,.0f}",
-             f"{row['peak_rss_mb']:,.0f} MB") for row in r["results"]]
+             f"{row['peak_rss_mb']:,.0f} MB", f"{row['warmup_seconds']:.0f} s" if "warmup_seconds" in row else "")
+            for row in r["results"]]
     ratios = "; ".join(f"{name.replace('_', ' ')}: {value:.2f}x" for name, value in r["ratios"].items())
     scores = ", ".join(f"{name} {value:.2f}" for name, value in r["bleu"].items())
     identical = r["greedy_identical_fraction"]
-    return table(["engine", "weights", "decoding", "batch", "sentences/s", "target tokens/s", "peak RSS"], rows,
+    xla = r.get("xla_identical_fraction") or {}
+    xla_note = ("" if not xla else " SavedModel outputs identical with and without XLA: "
+                + ", ".join(f"{method} {share:.1%}" for method, share in xla.items()) + ".")
+    return table(["engine", "weights", "decoding", "batch", "sentences/s", "target tokens/s", "peak RSS",
+                  "first pass"], rows,
                  [f"One Transformer, the first {r['sentences']:,} sentences of test_2016_flickr, median of "
-                  f"{r['rounds']} rounds; CTranslate2 {r['ctranslate2']} on {r['ctranslate2_device']} with "
-                  f"{r['intra_threads']} threads. Target tokens/s ratios (ours over CTranslate2): {ratios}.",
+                  f"{r['rounds']} rounds after a first pass (loading, tracing and, with XLA, compiling each batch "
+                  f"shape: its time is the last column); CTranslate2 {r['ctranslate2']} on {r['ctranslate2_device']} "
+                  f"with {r['intra_threads']} threads. Target tokens/s ratios (ours over CTranslate2): {ratios}.",
                   f"Greedy outputs identical in our SavedModel and CTranslate2 float32: "
-                  + ("not measured" if identical is None else f"{identical:.1%}") + f". BLEU (13a): {scores}.",
+                  + ("not measured" if identical is None else f"{identical:.1%}") + f".{xla_note} BLEU (13a): {scores}.",
                   provenance(r, "inference.json", r["command"])])
 
 

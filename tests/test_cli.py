@@ -30,6 +30,14 @@ def test_translate_arguments_and_attention_plot(demo_dir, tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2
     assert plot.stat().st_size > 1000
+    for method in ("greedy", "beam"):  # XLA-compiled decoding prints the same translations
+        main(["translate", str(demo_dir / "translator"), "3 March 1999", "4.7.2023", "--method", method])
+        plain = capsys.readouterr().out
+        assert main(["translate", str(demo_dir / "translator"), "3 March 1999", "4.7.2023", "--method", method,
+                     "--jit-compile"]) == 0
+        assert capsys.readouterr().out == plain
+    assert main(["translate", str(demo_dir / "translator"), "x", "--engine", "ctranslate2", "--jit-compile"]) == 2
+    assert "--jit-compile compiles our decoder" in capsys.readouterr().err
 
 
 def test_explain_and_translate_html_write_the_explorer_page(demo_dir, tmp_path, capsys):

@@ -23,6 +23,10 @@ from keras_attention.layers.validation import check_choice, check_positive_int
 from keras_attention import models  # noqa: F401
 
 METHODS = ("greedy", "beam", "sample")
+# With `jit_compile=True`, sources are padded to a multiple of this many tokens,
+# so that XLA compiles one program per batch size and length bucket, not one
+# per source length.
+XLA_LENGTH_MULTIPLE = 16
 
 
 @dataclasses.dataclass
@@ -69,6 +73,13 @@ class Translator(tf.Module):
         metadata: dict or None. What the model translates, saved with it:
             `source_language`, `target_language`, `dataset` (what `train`
             records). `save` adds the package version. Defaults to None.
+        jit_compile: bool. Compile greedy and beam decoding with XLA
+            (`tf.function(jit_compile=True)`), sources padded to a multiple
+            of 16 tokens. Same translations; each new batch size and length
+            bucket compiles once (seconds), then decodes faster
+            (`scripts/benchmark_inference.py` measures both). Sampling is
+            not compiled. A setting of this process, not saved with the
+            translator. Defaults to False.
 
     Example:
 
@@ -79,7 +90,7 @@ class Translator(tf.Module):
 
     def __init__(
         self, model, source_tokenizer, target_tokenizer, max_source_length=128, max_target_length=128,
-        metadata=None,
+        metadata=None, jit_compile=False,
     ):
         require_tensorflow("Decoding with `Translator`")
         super().__init__(name="translator")
@@ -89,6 +100,9 @@ class Translator(tf.Module):
         self.target_tokenizer = target_tokenizer
         self.max_source_length = check_positive_int("max_source_length", max_source_length)
         self.max_target_length = check_positive_int("max_target_length", max_target_length)
+        if not isinstance(jit_compile, bool):
+            raise ValueError(f"`jit_compile` must be True or False. Received: jit_compile={jit_compile!r}")
+        self.jit_compile = jit_compile
         model_max = getattr(model, "max_length", None)
         if model_max is not None and max_target_length > model_max:
             raise ValueError(
@@ -113,7 +127,28 @@ class Translator(tf.Module):
 
     def decode_ids(self, source_ids, method="greedy", beam_size=4, length_penalty=0.6,
                    temperature=1.0, top_k=None, top_p=None, seed=None, return_attention=False):
-        """Source ids `(B, S)` -> the decoding result (tokens, scores, attention)."""
+        """Source ids `(B, S)` -> the decoding result (tokens, scores, attention).
+
+        With `jit_compile`, greedy and beam decoding run as one XLA program
+        on the source padded to a multiple of `XLA_LENGTH_MULTIPLE` tokens
+        (padding is masked, so the translations are the same); attention
+        comes back over the `S` given positions.
+        """
+        options = dict(beam_size=beam_size, length_penalty=length_penalty) if method == "beam" else {}
+        if method == "sample":
+            options = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+        if not self.jit_compile or method == "sample":
+            return self._decode(source_ids, method, return_attention, **options)
+        length = tf.shape(source_ids)[1]
+        padding = -length % XLA_LENGTH_MULTIPLE
+        padded = tf.pad(source_ids, [[0, 0], [0, padding]], constant_values=self.source_tokenizer.pad_id)
+        result = self._decoder(method, return_attention, options, xla=True)(padded)
+        if return_attention:  # (B, L, S + padding) -> (B, L, S)
+            result = result._replace(attention=result.attention[..., :length])
+        return result
+
+    def _decode(self, source_ids, method, return_attention, **options):
+        """`decode_ids` without XLA: the decoding function of `method`."""
         common = dict(
             start_id=self.target_tokenizer.start_id,
             end_id=self.target_tokenizer.end_id,
@@ -124,30 +159,30 @@ class Translator(tf.Module):
             return greedy_decode(self.model, source_ids, **common)
         if method == "beam":
             return beam_search(  # only the best is kept: stop once it is settled
-                self.model, source_ids, beam_size=beam_size, length_penalty=length_penalty,
-                complete_beam=False, **common
+                self.model, source_ids, complete_beam=False, **options, **common
             ).best()
         common.pop("return_attention")
-        return sample(
-            self.model, source_ids, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, **common
-        )
+        return sample(self.model, source_ids, **options, **common)
 
-    def _compiled_decoder(self, method, return_attention, options):
-        """`decode_ids` as a `tf.function` of any batch size and length, one per decoding setting.
+    def _decoder(self, method, return_attention, options, xla=False):
+        """A `tf.function` of source ids `(B, S)` of any batch size and length,
+        one per decoding setting: `decode_ids` (which, with `jit_compile`,
+        calls the XLA one), or with `xla=True` the XLA-compiled `_decode`.
 
         Run eagerly, the decoding loop dispatches every op of every step from
         Python; traced once, a sentence decodes as fast as in the exported
         SavedModel (scripts/benchmark_inference.py measures both).
         """
-        key = (method, bool(return_attention), tuple(sorted(options.items())))
+        key = (method, bool(return_attention), tuple(sorted(options.items())), xla)
         decoders = self.__dict__.setdefault("_decoders", {})  # not a tracked attribute of the tf.Module
         if key not in decoders:
             # A partial, not a lambda: TensorFlow counts traces per code object, so
             # one lambda traced once by each of several Translators would be reported
             # as a function "retracing" too often.
+            function = self._decode if xla else self.decode_ids
             decoders[key] = tf.function(
-                functools.partial(self.decode_ids, method=method, return_attention=return_attention, **options),
-                input_signature=[tf.TensorSpec([None, None], tf.int32)],
+                functools.partial(function, method=method, return_attention=return_attention, **options),
+                input_signature=[tf.TensorSpec([None, None], tf.int32)], jit_compile=xla or None,
             )
         return decoders[key]
 
@@ -186,7 +221,7 @@ class Translator(tf.Module):
         if method == "sample":  # eager, so that `seed` gives the same draws as it always has
             result = self.decode_ids(ids, method=method, return_attention=return_attention, **options)
         else:
-            result = self._compiled_decoder(method, return_attention, options)(ids)
+            result = self._decoder(method, return_attention, options)(ids)
         tokens = np.asarray(result.tokens)
         texts = [t.decode("utf-8") for t in self.target_tokenizer.detokenize(tokens).numpy()]
         translation = Translation(texts, tokens, np.asarray(result.scores), truncated=truncated)
@@ -221,8 +256,8 @@ class Translator(tf.Module):
         write_json(os.path.join(directory, "translator.json"), config)
 
     @classmethod
-    def load(cls, directory):
-        """Rebuild a translator written by `save`."""
+    def load(cls, directory, jit_compile=False):
+        """Rebuild a translator written by `save` (`jit_compile`: as in the constructor)."""
         config_path = os.path.join(directory, "translator.json")
         if not os.path.exists(config_path):
             raise FileNotFoundError(
@@ -251,6 +286,7 @@ class Translator(tf.Module):
             max_source_length=config["max_source_length"],
             max_target_length=config["max_target_length"],
             metadata=config.get("metadata"),
+            jit_compile=jit_compile,
         )
 
     @property

@@ -42,7 +42,7 @@ METADATA_FILE = os.path.join("assets.extra", "keras_attention.json")
 
 
 def export(translator, path, method="beam", beam_size=4, length_penalty=0.6, max_length=None,
-           version=None):
+           version=None, jit_compile=False):
     """Write `translator` as a SavedModel that TF Serving serves (TensorFlow backend only).
 
     Args:
@@ -58,6 +58,13 @@ def export(translator, path, method="beam", beam_size=4, length_penalty=0.6, max
         version: int or None. The version folder; it must not exist yet. None
             takes the next number after the versions already in `path` (1 in
             an empty folder). Defaults to None.
+        jit_compile: bool. Decode with XLA, as `Translator(jit_compile=True)`
+            does: the decoding loop (not the tokenizers) is saved as an
+            XLA-compiled function, so each new batch size and source length
+            bucket compiles once when first served, then decodes faster.
+            TensorFlow's loader runs it; TF Serving's support for XLA is
+            experimental (on a CPU: `--xla_cpu_compilation_enabled=true`,
+            tensorflow/serving#1858). Defaults to False.
 
     Returns:
         str, the version folder written (`path/<version>`).
@@ -71,6 +78,8 @@ def export(translator, path, method="beam", beam_size=4, length_penalty=0.6, max
     if not isinstance(translator, Translator):
         raise ValueError(f"`translator` must be a `Translator`. Received: translator={translator!r}")
     check_choice("method", method, EXPORT_METHODS)
+    if not isinstance(jit_compile, bool):
+        raise ValueError(f"`jit_compile` must be True or False. Received: jit_compile={jit_compile!r}")
     beam_size = check_positive_int("beam_size", beam_size)
     length_penalty = check_non_negative_float("length_penalty", length_penalty)
     max_length = translator.max_target_length if max_length is None else max_length
@@ -96,7 +105,8 @@ def export(translator, path, method="beam", beam_size=4, length_penalty=0.6, max
                 config = {**tokenizer.get_config(), "vocabulary_file": vocabulary_file}
                 tokenizers.append(SubwordTokenizer(**config, name=f"{side}_tokenizer"))
             # The same translator, over tokenizers whose tables are read from the asset files.
-            serving = Translator(translator.model, *tokenizers, translator.max_source_length, max_length)
+            serving = Translator(translator.model, *tokenizers, translator.max_source_length, max_length,
+                                 jit_compile=jit_compile)
             decoding = dict(method=method, beam_size=beam_size, length_penalty=length_penalty)
             module = _serving_module(serving, decoding)
             signatures = {
@@ -108,6 +118,7 @@ def export(translator, path, method="beam", beam_size=4, length_penalty=0.6, max
             **decoding,
             "max_length": max_length,
             "max_source_length": serving.max_source_length,
+            "jit_compile": jit_compile,
             "signatures": [SERVING_SIGNATURE, IDS_SIGNATURE],
             "keras_attention_version": __version__,
             "tensorflow_version": tf.__version__,

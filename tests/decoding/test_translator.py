@@ -166,3 +166,27 @@ def test_several_translators_do_not_warn_of_retracing(tokenizers, caplog):
         for translator in translators:
             translator(["3 March 1999"])
     assert not [r for r in caplog.records if "retracing" in r.getMessage()]
+
+
+@pytest.mark.parametrize("kind", ["transformer", "luong"])
+def test_xla_compiled_decoding_translates_the_same(tokenizers, kind):
+    """jit_compile pads the source to a multiple of 16 tokens and compiles the loop with
+    XLA: the same tokens, scores (to rounding) and attention over the real source positions."""
+    plain = _translator(tokenizers, kind)
+    compiled = Translator(plain.model, *tokenizers, max_source_length=24, max_target_length=12, jit_compile=True)
+    sentences = ["3 March 1999", "Tuesday, July 4, 2023", "", "monday 1 jan 2001", "12/31/1999"]
+    for method, options in (("greedy", {}), ("beam", {"beam_size": 3})):
+        expected = plain.translate(sentences, method, return_attention=True, **options)
+        result = compiled.translate(sentences, method, return_attention=True, **options)
+        assert result.texts == expected.texts
+        np.testing.assert_array_equal(result.tokens, expected.tokens)
+        np.testing.assert_allclose(result.scores, expected.scores, rtol=1e-4, atol=1e-4)
+        assert result.attention.shape == expected.attention.shape  # cut back from the padded length
+        np.testing.assert_allclose(result.attention, expected.attention, atol=1e-4)
+    # Sampling is not compiled: the same seed gives the same draws.
+    assert compiled(sentences, "sample", seed=3, top_k=3) == plain(sentences, "sample", seed=3, top_k=3)
+
+
+def test_jit_compile_must_be_a_bool(tokenizers):
+    with pytest.raises(ValueError, match="jit_compile='yes'"):
+        _translator(tokenizers, jit_compile="yes")

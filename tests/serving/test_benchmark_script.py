@@ -42,14 +42,16 @@ def test_inference_benchmark_quick(translator, multi30k_dir, tmp_path):
     report = json.loads(out.read_text())
     keys = {"engine", "precision", "method", "batch_size", "sentences_per_second", "target_tokens_per_second",
             "peak_rss_mb"}
-    cases = [(r["engine"], r["precision"], r["method"], r["batch_size"]) for r in report["results"]]
-    assert sorted(cases) == sorted((engine, precision, method, 4) for engine, precision in
-                                   (("savedmodel", "float32"), ("ctranslate2", "float32"))
+    cases = [(r["engine"], r["precision"], r["method"], r["batch_size"], r["jit_compile"]) for r in report["results"]]
+    assert sorted(cases) == sorted((engine, "float32", method, 4, jit) for engine, jit in
+                                   (("savedmodel", False), ("savedmodel", True), ("ctranslate2", False))
                                    for method in ("greedy", "beam"))
     for result in report["results"]:
         assert keys <= set(result) and result["sentences_per_second"] > 0 and 50 < result["peak_rss_mb"] < 20000
     # The same weights decoded greedily by two engines: the same sentences.
     assert report["greedy_identical_fraction"] == 1.0 and report["greedy_differences"] == []
     assert report["bleu"]["savedmodel/float32/greedy"] == report["bleu"]["ctranslate2/float32/greedy"]
-    assert set(report["ratios"]) == {"savedmodel_over_ctranslate2_float32_beam_batch4"}
+    assert report["xla_identical_fraction"] == {"greedy": 1.0, "beam": 1.0}  # XLA changes no translation
+    assert set(report["ratios"]) == {"savedmodel_over_ctranslate2_float32_beam_batch4",
+                                     "savedmodel_xla_over_ctranslate2_float32_beam_batch4"}
     assert "tokens/s" in done.stdout and report["device"]

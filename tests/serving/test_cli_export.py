@@ -24,6 +24,13 @@ def test_cli_exports_a_saved_translator(translator, tmp_path, capsys):
     out = translate(sentences=tf.constant(sentences))
     assert [t.decode("utf-8") for t in out["translations"].numpy()] == short(sentences)
 
+    assert main(["export", saved, base, "--method", "greedy", "--jit-compile"]) == 0
+    assert "compiled with XLA" in capsys.readouterr().out
+    with open(os.path.join(base, "2", "assets.extra", "keras_attention.json")) as f:
+        assert json.load(f)["jit_compile"] is True
+    assert main(["export", saved, "-o", str(tmp_path / "ct2"), "--format", "ctranslate2", "--jit-compile"]) == 2
+    assert "--jit-compile applies to --format savedmodel" in capsys.readouterr().err
+
     # Errors give a message and exit status 2, not a traceback.
     assert main(["export", str(tmp_path / "missing"), base]) == 2
     assert "translator.json" in capsys.readouterr().err

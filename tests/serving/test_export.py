@@ -227,3 +227,32 @@ def test_rnn_with_attention_exports_too(translator, validation_sample, tmp_path)
             signature.outputs["translations"].name, feed_dict={signature.inputs["sentences"].name: sentences}
         )
     assert [t.decode("utf-8") for t in texts] == rnn(sentences, method="beam", beam_size=2)
+
+
+def test_xla_compiled_export_translates_like_the_plain_one(translator, validation_sample, tmp_path):
+    """`jit_compile=True` saves the decoding loop as an XLA-compiled function; reloaded in
+    a process with only TensorFlow and TensorFlow Text, it translates as the translator does."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    exports = {"greedy": export(translator, str(tmp_path / "greedy"), method="greedy", jit_compile=True),
+               "beam": export(translator, str(tmp_path / "beam"), beam_size=3, jit_compile=True)}
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(exports["beam"], "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    library = proto.meta_graphs[0].graph_def.library.function
+    assert any(f.attr["_XlaMustCompile"].b for f in library)  # the decoding loop, marked for XLA
+    with open(os.path.join(exports["beam"], "assets.extra", "keras_attention.json"), encoding="utf-8") as f:
+        assert json.load(f)["jit_compile"] is True
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"exports": exports, "sentences": validation_sample[:40] + [""]}))
+    done = subprocess.run([sys.executable, "-c", _CHILD, str(job)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": ""}, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.split("REPORT ", 1)[1])
+    assert report["unregistered"] == []
+    for method, options in (("greedy", {}), ("beam", {"beam_size": 3, "length_penalty": 0.6})):
+        expected = translator.translate(validation_sample[:40] + [""], method=method, **options)
+        assert report[method]["translations"] == expected.texts
+        np.testing.assert_allclose(report[method]["scores"], expected.scores, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="jit_compile=1"):
+        export(translator, str(tmp_path / "bad"), jit_compile=1)
