@@ -25,7 +25,10 @@ category's share is therefore an upper bound of what removing it could save.
 
     python scripts/profile_training.py                    # our Transformer
     python scripts/profile_training.py --model keras-hub
-    python scripts/profile_training.py --json benchmarks/profile.json
+    python scripts/profile_training.py --json profile.json
+
+A profile is a tool for finding where to work, not a result the docs report, so
+its JSON is not kept in `benchmarks/`.
 """
 
 import argparse

@@ -201,7 +201,7 @@ print("then, on both: keras-attention train --strategy multi_worker --dataset mu
 # line does that first; in a script, call `get_strategy("multi_worker")` at the top),
 # every worker reads the same data with the same seed, and the batch size is the global
 # batch over all replicas of all hosts. Keras 3 needs one adjustment to run `fit` under
-# this strategy, `distribution.adapt_to_multi_worker(model, batch)` after `compile`,
+# this strategy, `training.adapt_to_multi_worker(model, batch)` after `compile`,
 # which the training recipe applies. `docs/distributed.md` covers the details: the
 # evaluator process, resuming a killed run, mixed precision, and what to expect.
 

@@ -1,6 +1,6 @@
 """Losses, metrics, schedules and callbacks for training translators with `fit`."""
 
-from keras_attention.training.distribution import get_strategy
+from keras_attention.training.distribution import adapt_to_multi_worker, get_strategy
 from keras_attention.training.losses import MaskedSparseCrossEntropy
 from keras_attention.training.metrics import MaskedTokenAccuracy
 from keras_attention.training.optimizers import SGD, Adam
@@ -15,6 +15,7 @@ __all__ = [
     "SGD",
     "TrainConfig",
     "TransformerSchedule",
+    "adapt_to_multi_worker",
     "evaluate_bleu",
     "get_strategy",
     "moses_bleu",

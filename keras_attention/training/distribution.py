@@ -158,6 +158,18 @@ def adapt_to_multi_worker(model, batch):
     Args:
         model: a compiled `keras.Model` created under the strategy.
         batch: one `(x, y)` batch of the training data, as plain tensors.
+
+    Returns:
+        `model`, adapted.
+
+    Example:
+
+    >>> strategy = get_strategy("multi_worker")  # doctest: +SKIP
+    >>> with strategy.scope():  # doctest: +SKIP
+    ...     model = build_model("transformer", "small", 8000, 8000)
+    ...     model.compile(optimizer=Adam(1e-3), loss=MaskedSparseCrossEntropy())
+    ...     adapt_to_multi_worker(model, next(iter(train_ds)))
+    >>> model.fit(train_ds, epochs=10)  # doctest: +SKIP
     """
     model._symbolic_build(data_batch=batch)
     model._maybe_symbolic_build = _built_already
