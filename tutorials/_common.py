@@ -204,6 +204,11 @@ def device_name():
     return f"{len(gpus)} GPU(s)" if gpus else f"a CPU with {os.cpu_count()} cores"
 
 
+def _epochs(kind, settings, epochs=None):
+    """`epochs`, or the settings' default for `kind` (the Transformer's or the RNNs')."""
+    return epochs or (settings.transformer_epochs if kind == "transformer" else settings.rnn_epochs)
+
+
 def _cache_folder(kind, settings, epochs, extra):
     return CACHE / _cache_key(kind, settings, dict(extra, epochs=epochs))
 
@@ -215,7 +220,7 @@ def keep_translator(kind, translator, history, settings=SETTINGS, epochs=None, *
     instead of training again. `history`: the `History.history` dict, plus
     `train_seconds`.
     """
-    epochs = epochs or (settings.transformer_epochs if kind == "transformer" else settings.rnn_epochs)
+    epochs = _epochs(kind, settings, epochs)
     folder = _cache_folder(kind, settings, epochs, extra)
     translator.save(str(folder))  # replaces an earlier copy
     (folder / "history.json").write_text(json.dumps(history))
@@ -228,7 +233,7 @@ def train_translator(kind, translation_data, epochs=None, verbose=2, **extra):
     (also when it comes from the cache), plus `train_seconds`.
     """
     s = translation_data.settings
-    epochs = epochs or (s.transformer_epochs if kind == "transformer" else s.rnn_epochs)
+    epochs = _epochs(kind, s, epochs)
     folder = _cache_folder(kind, s, epochs, extra)
     if (folder / "history.json").exists():
         history = json.loads((folder / "history.json").read_text())
