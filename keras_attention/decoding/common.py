@@ -148,13 +148,6 @@ def decode_single_path(model, source_ids, start_id, end_id, max_length, choose, 
     Returns:
         A `DecodeResult` with `scores` equal to `log_probs`.
     """
-    batch = ops.shape(source_ids)[0]
-    # With one row every product of a step is vector x matrix, which XLA on a
-    # CPU rewrites into multiply-and-reduce loops that cost more than decoding
-    # two rows (benchmarks/RESULTS.md at 8068402, decoding at batch 1).
-    # So a lone row is decoded beside a copy of itself, dropped at the end.
-    copies = ops.minimum(batch, 1) * ops.maximum(2 - batch, 0)  # 1 if batch == 1, else 0
-    source_ids = ops.concatenate([source_ids, source_ids[:copies]], axis=0)
     rows = ops.shape(source_ids)[0]
     state = model.init_decoding_state(source_ids, max_length)
 
@@ -190,7 +183,6 @@ def decode_single_path(model, source_ids, start_id, end_id, max_length, choose, 
         ops.zeros(attention_shape, "float32"),
     )
     *_, tokens, log_probs, attention = ops.while_loop(keep_going, step, loop_vars)
-    tokens, log_probs = tokens[:batch], log_probs[:batch]  # without the copy, if any
-    attention = attention[:batch] if return_attention else None
+    attention = attention if return_attention else None
     lengths = ops.sum(ops.cast(ops.not_equal(tokens, 0), "int32"), axis=-1)
     return DecodeResult(tokens, log_probs, log_probs, lengths, attention)

@@ -103,7 +103,7 @@ def test_tf_function_with_unknown_batch_and_length():
 
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_a_single_row_decodes_like_the_same_row_in_a_batch(jit_compile):
-    """A lone row is decoded beside a copy of itself (faster under XLA); the copy never shows."""
+    """A batch of one row translates as that row does in a larger batch (graph and XLA)."""
     model = build_real_model("transformer_pre")
     source = real_source()
     decode = tf.function(
