@@ -56,10 +56,16 @@ QUICK_TEST_SENTENCES = 100
 
 
 def commit():
-    """The checked-out commit (with `+` if the tree has changes), or "unknown"."""
+    """The commit of this script's checkout (with `+` if its tree has changes), or "unknown".
+
+    Asked in the script's folder, so that a run started from elsewhere records it too.
+    """
+    here = os.path.dirname(os.path.abspath(__file__))
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=here)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=here)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
