@@ -170,8 +170,9 @@ print("expected:      ", [tokens[i] for i in target_out[0, :n].numpy()])
 # keep a **cache** of the keys and values of the positions already seen, and each step
 # computes only the new position. Thanks to the causal mask this gives exactly the
 # numbers of the parallel pass. Each block's cache is a pair, keys and values, each
-# (batch, positions, heads, key_dim): the layout of the projected keys and values in
-# `keras.layers.MultiHeadAttention`. Below, a small Transformer over the real batch:
+# (batch, heads, positions, key_dim): heads before positions, the order in which the
+# attention products read them, so a step never has to transpose the whole cache.
+# Below, a small Transformer over the real batch:
 # all positions at once, then step by step with `decode_step`.
 
 # %%
@@ -298,6 +299,6 @@ explain(untrained, [translation_data.test_pairs[0][0]])
 #
 # <details><summary>3. Cache size</summary>
 #
-# Keys and values, each (B, T, heads, key_dim) with heads × key_dim = $d_\text{model}$:
+# Keys and values, each (B, heads, T, key_dim) with heads × key_dim = $d_\text{model}$:
 # $2 B T d_\text{model}$ numbers per block. It grows linearly with the output length.
 # </details>

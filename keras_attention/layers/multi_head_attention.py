@@ -32,7 +32,9 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
       written into the cache and the updated cache is returned; with
       `use_causal_mask=True` the causal mask is offset by that index, so a
       step-by-step pass gives the numbers of a full pass. Without
-      `cache_update_index` the cache is read as it is.
+      `cache_update_index` the cache is read as it is. The cache is
+      head-major, `(B, N, T, H)`: the layout the attention products read,
+      so a decoding step reads it in place instead of transposing it.
     - The softmax of the explicit path runs in float32 under mixed precision
       (Keras' runs in the compute dtype), as the fused path already does.
 
@@ -54,7 +56,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         attention_mask: boolean `(B, T_q, T_v)`, True where attention is allowed.
         use_causal_mask: bool. Query `i` attends to keys `j <= i` only.
         return_attention_scores: bool. Also return the weights `(B, N, T_q, T_v)`.
-        cache: a `(keys, values)` pair, each `(B, T_max, N, H)`, or None.
+        cache: a `(keys, values)` pair, each `(B, N, T_max, H)`, or None.
         cache_update_index: int or scalar int tensor, where the new keys and
             values go in `cache`; None to read the cache without updating it.
         training: bool. Whether dropout is active.
@@ -127,19 +129,20 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     # The cache -----------------------------------------------------------------
 
     def init_cache(self, batch_size, max_length, dtype=None):
-        """An all-zero self-attention cache: keys and values, each `(B, max_length, N, H)`."""
+        """An all-zero self-attention cache: keys and values, each `(B, N, max_length, H)`."""
         self._check_cacheable()
-        shape = (batch_size, max_length, self.num_heads, self.key_dim)
+        shape = (batch_size, self.num_heads, max_length, self.key_dim)
         dtype = dtype or self.compute_dtype
         return ops.zeros(shape, dtype=dtype), ops.zeros(shape, dtype=dtype)
 
     def compute_cache(self, value, key=None):
-        """Keys and values `(B, T_v, N, H)` of an encoder output, projected once for cross-attention."""
+        """Keys and values `(B, N, T_v, H)` of an encoder output, projected once for cross-attention."""
         key = value if key is None else key
         if not self.built:
             self.build(ops.shape(value), ops.shape(value), ops.shape(key))
         # The projections ignore masks: project copies, so the caller's tensors keep theirs.
-        return self._key_dense(ops.copy(key)), self._value_dense(ops.copy(value))
+        keys, values = self._key_dense(ops.copy(key)), self._value_dense(ops.copy(value))  # (B, T_v, N, H)
+        return _heads_first(keys), _heads_first(values)  # (B, N, T_v, H)
 
     def _check_cacheable(self):
         if self.value_dim != self.key_dim:
@@ -153,7 +156,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         if shapes is None or len(shapes) != 2 or any(len(shape) != 4 for shape in shapes):
             received = shapes if shapes is not None else f"{type(cache).__name__} of shape {getattr(cache, 'shape', None)}"
             raise ValueError(
-                "`cache` must be a pair of keys and values, each (B, T, N, H), as `init_cache` and "
+                "`cache` must be a pair of keys and values, each (B, N, T, H), as `init_cache` and "
                 f"`compute_cache` return them. Received: {received}"
             )
 
@@ -211,13 +214,13 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             set_keras_mask(x, None)  # as Keras' layer does: the masks are handled here, not by the projections
         offset = 0
         if cache_update_index is None:
-            keys, values = cache  # (B, T_k, N, H) each, projected once
+            keys, values = cache  # (B, N, T_k, H) each, projected once
         else:
             self._check_cacheable()
-            new_keys = ops.cast(self._key_dense(key), cache[0].dtype)  # (B, T_new, N, H)
-            new_values = ops.cast(self._value_dense(value), cache[1].dtype)  # (B, T_new, N, H)
-            start = [0, cache_update_index, 0, 0]
-            keys = ops.slice_update(cache[0], start, new_keys)  # (B, T_max, N, H)
+            new_keys = _heads_first(ops.cast(self._key_dense(key), cache[0].dtype))  # (B, N, T_new, H)
+            new_values = _heads_first(ops.cast(self._value_dense(value), cache[1].dtype))
+            start = [0, 0, cache_update_index, 0]
+            keys = ops.slice_update(cache[0], start, new_keys)  # (B, N, T_max, H)
             values = ops.slice_update(cache[1], start, new_values)
             cache = (keys, values)
             offset = cache_update_index
@@ -229,10 +232,25 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             attention_mask,
             attention_ops.padding_to_attention_mask(key_mask=value_mask),
             None if key_mask is None else attention_ops.padding_to_attention_mask(key_mask=key_mask),
-            attention_ops.causal_mask(ops.shape(query)[1], ops.shape(keys)[1], offset) if use_causal_mask else None,
+            attention_ops.causal_mask(ops.shape(query)[1], ops.shape(keys)[2], offset) if use_causal_mask else None,
         )
-        output, scores = self._compute_attention(
-            query, keys, values, mask, training, return_attention_scores=return_attention_scores
-        )  # (B, T_q, N, H), (B, N, T_q, T_k) or None
+        output, scores = self._attend_to_cache(query, keys, values, mask, training)
         output = self._output_dense(output)  # (B, T_q, d_out)
         return (output, scores, cache) if return_attention_scores else (output, cache)
+
+    def _attend_to_cache(self, query, keys, values, mask, training):
+        """Scaled dot-product attention of `query` `(B, T_q, N, H)` over head-major
+        `keys` and `values` `(B, N, T_k, H)`: the output `(B, T_q, N, H)` and the
+        weights `(B, N, T_q, T_k)`. The same products as Keras' explicit path,
+        with the batch and head axes leading on both sides."""
+        query = _heads_first(query * ops.cast(self._inverse_sqrt_key_dim, query.dtype))  # (B, N, T_q, H)
+        scores = ops.einsum("bnqh,bnkh->bnqk", query, keys)  # (B, N, T_q, T_k)
+        scores = self._masked_softmax(scores, mask)
+        weights = self._dropout_layer(scores, training=training) if self._dropout > 0.0 else scores
+        output = ops.einsum("bnqk,bnkh->bqnh", weights, values)  # (B, T_q, N, H)
+        return output, scores
+
+
+def _heads_first(x):
+    """`(B, T, N, H)` -> `(B, N, T, H)`."""
+    return ops.transpose(x, (0, 2, 1, 3))

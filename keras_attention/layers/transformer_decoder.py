@@ -93,11 +93,11 @@ class TransformerDecoder(TransformerBlock):
         self.built = True
 
     def init_self_attention_cache(self, batch_size, max_length, dtype=None):
-        """An empty cache for step-by-step decoding: keys and values, each `(B, max_length, N, H)`."""
+        """An empty cache for step-by-step decoding: keys and values, each `(B, N, max_length, H)`."""
         return self.self_attention.init_cache(batch_size, max_length, dtype)
 
     def compute_cross_attention_cache(self, encoder_sequence):
-        """Keys and values `(B, S, N, H)` of the encoder output, computed once."""
+        """Keys and values `(B, N, S, H)` of the encoder output, computed once."""
         if self.cross_attention is None:
             raise ValueError("This decoder block was built without cross-attention.")
         return self.cross_attention.compute_cache(encoder_sequence)

@@ -246,8 +246,8 @@ class Transformer(keras.Model):
         return {
             "encoder_output": encoder_output,
             "source_mask": source_mask,
-            "self_cache": tuple(self_caches),  # L x ((B, T_max, N, H), (B, T_max, N, H))
-            "cross_cache": tuple(cross_caches),  # L x ((B, S, N, H), (B, S, N, H))
+            "self_cache": tuple(self_caches),  # L x ((B, N, T_max, H), (B, N, T_max, H))
+            "cross_cache": tuple(cross_caches),  # L x ((B, N, S, H), (B, N, S, H))
         }
 
     def init_beam_state(self, source_ids, max_length, beam_size):
@@ -274,7 +274,7 @@ class Transformer(keras.Model):
             "self_cache": tuple(
                 block.init_self_attention_cache(batch, max_length * beam_size, self.compute_dtype)
                 for block in self.decoder_blocks
-            ),  # L x ((B, T_max * K, N, H), (B, T_max * K, N, H))
+            ),  # L x ((B, N, T_max * K, H), (B, N, T_max * K, H))
             "cross_cache": tuple(block.compute_cross_attention_cache(encoder_output) for block in self.decoder_blocks),
             "history": ops.full((batch, beam_size, max_length), -1, "int32"),  # (B, K, T_max)
         }
@@ -339,7 +339,9 @@ class Transformer(keras.Model):
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
         rows = ops.shape(tokens)[0]
-        logits = ops.reshape(self._logits(x), (rows, -1))  # (B, V) or (BK, V)
+        # The vocabulary size stays static (a graph's reshape to (rows, -1) loses
+        # it): beam search picks its per-hypothesis shortlist only when it knows V.
+        logits = ops.reshape(self._logits(x), (rows, self.target_vocab_size))  # (B, V) or (BK, V)
         attention = ops.mean(ops.cast(scores, "float32"), axis=1)  # (B, 1 or K, S)
         attention = ops.reshape(attention, (rows, ops.shape(attention)[-1]))  # (B, S) or (BK, S)
         new_state = dict(state, self_cache=tuple(new_self_caches))

@@ -200,13 +200,13 @@ def test_cache_holds_the_projected_keys_and_values():
     x, enc = _randn(2, 5, 8), _randn(2, 7, 8)
     layer(x, enc)
     keys, values = layer.compute_cache(enc)
-    # NumPy: (B, S, d) x (d, N, H) + (N, H) -> (B, S, N, H).
-    k = np.einsum("bsd,dnh->bsnh", _np(enc), _np(layer.key_dense.kernel)) + _np(layer.key_dense.bias)
-    v = np.einsum("bsd,dnh->bsnh", _np(enc), _np(layer.value_dense.kernel)) + _np(layer.value_dense.bias)
+    # NumPy: (B, S, d) x (d, N, H) + (N, H) -> (B, S, N, H), stored head-major (B, N, S, H).
+    k = np.einsum("bsd,dnh->bnsh", _np(enc), _np(layer.key_dense.kernel)) + _np(layer.key_dense.bias)[:, None]
+    v = np.einsum("bsd,dnh->bnsh", _np(enc), _np(layer.value_dense.kernel)) + _np(layer.value_dense.bias)[:, None]
     np.testing.assert_allclose(_np(keys), k, atol=1e-5)
     np.testing.assert_allclose(_np(values), v, atol=1e-5)
     empty_keys, empty_values = layer.init_cache(3, 6)
-    assert tuple(empty_keys.shape) == tuple(empty_values.shape) == (3, 6, 2, 4)
+    assert tuple(empty_keys.shape) == tuple(empty_values.shape) == (3, 2, 6, 4)
 
 
 def test_cache_must_be_a_pair_of_rank_4_tensors():
@@ -215,8 +215,8 @@ def test_cache_must_be_a_pair_of_rank_4_tensors():
     layer(x, x)
     keys, values = layer.init_cache(2, 5)
     stacked = np.zeros((2, 2, 5, 2, 4), "float32")  # keras-hub's (B, 2, T, N, H) layout
-    for bad, text in [(stacked, r"\w+ of shape \(2, 2, 5, 2, 4\)"), ((keys,), r"\[\(2, 5, 2, 4\)\]"),
-                      ((keys, values[0]), r"\[\(2, 5, 2, 4\), \(5, 2, 4\)\]")]:
+    for bad, text in [(stacked, r"\w+ of shape \(2, 2, 5, 2, 4\)"), ((keys,), r"\[\(2, 2, 5, 4\)\]"),
+                      ((keys, values[0]), r"\[\(2, 2, 5, 4\), \(2, 5, 4\)\]")]:
         with pytest.raises(ValueError, match="`cache` must be a pair.*Received: " + text):
             layer(x, x, cache=bad, cache_update_index=0)
     with pytest.raises(ValueError, match="needs a `cache`.*cache_update_index=0"):

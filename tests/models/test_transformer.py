@@ -140,4 +140,4 @@ def test_step_by_step_decoding_of_an_unbuilt_model_is_one_clear_error():
         with pytest.raises(ValueError, match="no decoder weights yet: call it once on a batch"):
             start()
     model((source, source))  # built: the same calls now work
-    assert model.init_decoding_state(source, 5)["self_cache"][0][0].shape[1] == 5
+    assert model.init_decoding_state(source, 5)["self_cache"][0][0].shape[2] == 5  # (B, N, T_max, H)
