@@ -9,7 +9,9 @@ from keras_attention.decoding.common import (
     check_attention,
     check_common_arguments,
     check_non_negative_float,
+    decoding_stages,
     mask_padding,
+    run_in_stages,
     write_column,
 )
 from keras_attention.layers.validation import check_positive_int
@@ -115,8 +117,9 @@ def beam_search(
     batch, source_length = ops.shape(source_ids)[0], ops.shape(source_ids)[1]
 
     own_layout = hasattr(model, "init_beam_state") and hasattr(model, "reorder_beam_state")
+    stages = decoding_stages(model, max_length) if own_layout else [max_length]
     if own_layout:
-        state = model.init_beam_state(source_ids, max_length, beam)
+        state = model.init_beam_state(source_ids, stages[0], beam)
     else:  # encode once, then give each hypothesis its own copy: row b * K + k
         state = model.init_decoding_state(source_ids, max_length)
         state = keras.tree.map_structure(lambda t: ops.repeat(t, beam, axis=0), state)
@@ -178,7 +181,7 @@ def beam_search(
         ops.zeros((batch * beam, max_length), "int32"),
         ops.zeros(attention_shape, "float32"),
     )
-    *_, lengths, log_probs, tokens, attention = ops.while_loop(keep_going, step, loop_vars)
+    *_, lengths, log_probs, tokens, attention = run_in_stages(model, stages, keep_going, step, loop_vars)
     scores = log_probs / length_penalty_factor(lengths, alpha)  # sorted: the last top_k ranked by it
     tokens = ops.reshape(tokens, (batch, beam, max_length))
     if return_attention:

@@ -16,7 +16,12 @@ and `models.Seq2SeqRNN`:
   `model.reorder_beam_state(state, parents)`, a state of `B * K` hypotheses
   in the model's own layout and its reordering by `parents` `(B, K)` (the
   slot each hypothesis continues); beam search then uses these instead of
-  repeating and gathering the whole state.
+  repeating and gathering the whole state;
+- optionally `model.grow_decoding_state(state, max_length)`, the same state
+  with room for `max_length` positions. The decoders then start with room
+  for `FIRST_STAGE` positions and grow it to `max_length` only when a batch
+  decodes past them (`decoding_stages`): a step of a short translation
+  attends over `FIRST_STAGE` cached positions, not over `max_length`.
 
 Token id 0 is padding and is never emitted: its logit is set to -inf before
 a token is chosen (its probability still counts in the log-softmax, so scores
@@ -31,6 +36,9 @@ from keras import ops
 from keras_attention.layers.validation import check_positive_int, check_rank
 
 NEG_INF = float("-inf")
+
+# Positions a growable decoding state holds at first (then `max_length`).
+FIRST_STAGE = 32
 
 
 class DecodeResult(NamedTuple):
@@ -98,6 +106,41 @@ def check_non_negative_float(name, value):
     return float(value)
 
 
+# Growing the decoding state ----------------------------------------------------------
+
+
+def decoding_stages(model, max_length):
+    """The room the decoding state gets, stage after stage, up to `max_length`.
+
+    `[FIRST_STAGE, max_length]` for a model with `grow_decoding_state`
+    (`[max_length]` when that is no more), `[max_length]` for any other.
+    Each stage is one `while` loop of static shapes, so a batch of short
+    translations never pays for attention over `max_length` cached
+    positions. Two stages, not a doubling series: TensorFlow 2.21's XLA
+    bridge fails to compile a third loop in a row
+    (tensorflow/tensorflow#122886).
+    """
+    if not hasattr(model, "grow_decoding_state") or max_length <= FIRST_STAGE:
+        return [max_length]
+    return [FIRST_STAGE, max_length]
+
+
+def run_in_stages(model, stages, keep_going, step, loop_vars):
+    """`ops.while_loop(keep_going, step, loop_vars)` stage by stage.
+
+    `loop_vars` are `(index, state, ...)`; each stage's loop runs while
+    `index < stage` and `keep_going(*loop_vars)`, and the state grows to the
+    next stage's room in between (a stage whose batch has finished exits at
+    once).
+    """
+    for i, stage in enumerate(stages):
+        if i:
+            loop_vars = (loop_vars[0], model.grow_decoding_state(loop_vars[1], stage)) + tuple(loop_vars[2:])
+        within = lambda index, *rest, stage=stage: ops.logical_and(index < stage, keep_going(index, *rest))  # noqa: E731
+        loop_vars = ops.while_loop(within, step, loop_vars)
+    return loop_vars
+
+
 # Small tensor helpers -------------------------------------------------------------
 
 
@@ -149,7 +192,8 @@ def decode_single_path(model, source_ids, start_id, end_id, max_length, choose, 
         A `DecodeResult` with `scores` equal to `log_probs`.
     """
     rows = ops.shape(source_ids)[0]
-    state = model.init_decoding_state(source_ids, max_length)
+    stages = decoding_stages(model, max_length)
+    state = model.init_decoding_state(source_ids, stages[0])
 
     def step(index, state, inputs, finished, tokens, log_probs, attention):
         logits, state, step_attention = model.decode_step(state, inputs, index)
@@ -182,7 +226,7 @@ def decode_single_path(model, source_ids, start_id, end_id, max_length, choose, 
         ops.zeros((rows,), "float32"),
         ops.zeros(attention_shape, "float32"),
     )
-    *_, tokens, log_probs, attention = ops.while_loop(keep_going, step, loop_vars)
+    *_, tokens, log_probs, attention = run_in_stages(model, stages, keep_going, step, loop_vars)
     attention = attention if return_attention else None
     lengths = ops.sum(ops.cast(ops.not_equal(tokens, 0), "int32"), axis=-1)
     return DecodeResult(tokens, log_probs, log_probs, lengths, attention)

@@ -279,6 +279,30 @@ class Transformer(keras.Model):
             "history": ops.full((batch, beam_size, max_length), -1, "int32"),  # (B, K, T_max)
         }
 
+    def grow_decoding_state(self, state, max_length):
+        """The state of `init_decoding_state` or `init_beam_state` with room for
+        `max_length` positions: the self-attention caches gain empty slots at the
+        end (position-major, so a beam state's slots keep their places) and a
+        beam state's `history` gains unwritten (-1) positions."""
+        beam = state["history"].shape[1] if "history" in state else 1
+
+        def grow(cache):  # (B, N, T * K, H) -> (B, N, max_length * K, H)
+            extra = max_length * beam - cache.shape[2]
+            if extra < 0:
+                raise ValueError(
+                    f"`max_length` must be at least the state's {cache.shape[2] // beam} positions. "
+                    f"Received: max_length={max_length}"
+                )
+            return ops.pad(cache, [[0, 0], [0, 0], [0, extra], [0, 0]])
+
+        grown = dict(state, self_cache=tuple(tuple(grow(t) for t in pair) for pair in state["self_cache"]))
+        if "history" in state:
+            history = state["history"]  # (B, K, T) -> (B, K, max_length)
+            grown["history"] = ops.pad(
+                history, [[0, 0], [0, 0], [0, max_length - history.shape[2]]], constant_values=-1
+            )
+        return grown
+
     def reorder_beam_state(self, state, parents):
         """Hypothesis k of row b continues hypothesis `parents[b, k]`: copy its history."""
         history = state["history"]

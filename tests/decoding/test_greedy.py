@@ -5,6 +5,8 @@ import tensorflow as tf
 from keras_attention.models import Transformer
 
 from keras_attention.decoding import UncachedDecoder, greedy_decode
+from keras_attention.decoding import common
+from keras_attention.decoding.common import decoding_stages
 from tests.decoding.decoding_helpers import (
     END,
     REAL_MODELS,
@@ -33,6 +35,19 @@ def end_id_seen_mid_sequence(model, source, max_length):
             if row[t] not in row[:t] and row[t] != START:
                 return int(row[t]), t
     return END, None
+
+
+def end_id_first_seen_after(model, source, max_length, position):
+    """A token that greedy decoding first emits at `position` or later in some
+    row (so that row runs that long, and ends), or a token it never emits."""
+    probe = greedy_decode(model, source, START, END, max_length).tokens.numpy()
+    unused = next(t for t in range(START + 2, model.target_vocab_size) if t not in probe)
+    tokens = greedy_decode(model, source, START, unused, max_length).tokens.numpy()
+    for row in tokens:
+        for t in range(position, max_length - 1):
+            if row[t] not in row[:t]:
+                return int(row[t])
+    return unused
 
 
 def test_toy_matches_numpy_argmax_loop():
@@ -157,3 +172,32 @@ def test_attention_from_a_model_without_attention_is_an_error():
     model = build_real_model("rnn_none")
     with pytest.raises(ValueError, match="return_attention=True"):
         greedy_decode(model, real_source(), START, END, 4, return_attention=True)
+
+
+def test_decoding_stages():
+    model = build_real_model("transformer_post")
+    assert decoding_stages(model, 64) == [common.FIRST_STAGE, 64] == [32, 64]
+    assert decoding_stages(model, 32) == [32] and decoding_stages(model, 7) == [7]
+    assert decoding_stages(UncachedDecoder(model), 64) == [64]  # no `grow_decoding_state`
+
+
+@pytest.mark.parametrize("name", ["transformer_post", "transformer_pre"])
+def test_caches_that_grow_past_the_first_stage_decode_as_the_full_prefix_does(name, monkeypatch):
+    # A Transformer's caches start with room for FIRST_STAGE positions (8
+    # here) and grow to max_length (30) when a batch decodes further: the
+    # tokens, scores and attention must be those of re-running the whole
+    # prefix, eagerly and under XLA.
+    monkeypatch.setattr(common, "FIRST_STAGE", 8)
+    model, source = build_real_model(name), real_source()
+    assert decoding_stages(model, 30) == [8, 30]
+    end_id = end_id_first_seen_after(model, source, 30, 9)
+    cached = greedy_decode(model, source, START, end_id, 30, return_attention=True)
+    assert cached.lengths.numpy().max() > 8  # some row decodes past the first stage
+    uncached = greedy_decode(UncachedDecoder(model), source, START, end_id, 30)
+    np.testing.assert_array_equal(cached.tokens.numpy(), uncached.tokens.numpy())
+    np.testing.assert_allclose(cached.scores.numpy(), uncached.scores.numpy(), atol=1e-4)
+    _, attention = teacher_forced(model, source, cached.tokens.numpy())
+    alive = (cached.tokens.numpy() > 0)[..., None]
+    np.testing.assert_allclose(cached.attention.numpy(), np.where(alive, attention, 0), atol=1e-5)
+    compiled = tf.function(lambda s: greedy_decode(model, s, START, end_id, 30).tokens, jit_compile=True)
+    np.testing.assert_array_equal(compiled(source).numpy(), cached.tokens.numpy())
