@@ -110,61 +110,79 @@ def _how_to_go_on(args):
 def _run(args):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     require_tensorflow("The command line")
-    if args.command == "train":
-        from keras_attention.training.recipe import train
+    verbs = {"train": _train, "prepare": _prepare, "demo": _demo, "average-checkpoints": _average,
+             "export": _export, "explain": _explain, "evaluate": _evaluate, "translate": _translate}
+    return verbs[args.command](args)
 
-        # Progress bars for a terminal; one line an epoch for a log file.
-        _, results = train(config_from_args(args), verbose=1 if sys.stdout.isatty() else 2)
-        print_summary(results)
-        print(f"saved: {os.path.join(args.output, 'translator')}")
-        return 0
-    if args.command == "prepare":
-        return _prepare(args)
-    if args.command == "demo":
-        from keras_attention.demo import run_demo
 
-        return run_demo(args.output, quick=args.quick, data_dir=args.data_dir)
-    if args.command == "average-checkpoints":
-        return _average(args)
+def _train(args):
+    from keras_attention.training.recipe import train
 
-    if args.command == "export":
-        return _export(args)
+    # Progress bars for a terminal; one line an epoch for a log file.
+    _, results = train(config_from_args(args), verbose=1 if sys.stdout.isatty() else 2)
+    print_summary(results)
+    print(f"saved: {os.path.join(args.output, 'translator')}")
+    return 0
 
+
+def _demo(args):
+    from keras_attention.demo import run_demo
+
+    return run_demo(args.output, quick=args.quick, data_dir=args.data_dir)
+
+
+def _load_translator(args):
+    """The translator a decoding verb names: a saved Keras translator, or a CTranslate2 export."""
+    if getattr(args, "engine", "keras") == "ctranslate2":
+        return _ctranslate2_translator(args)
     from keras_attention.decoding.translator import Translator
 
-    page = args.output if args.command == "explain" else getattr(args, "html", None)
-    if page:
+    return Translator.load(_translator_folder(args.translator), jit_compile=getattr(args, "jit_compile", False))
+
+
+def _sentences(args):
+    """The sentences given on the command line, or else stdin's lines."""
+    return [_argument_text(s, i) for i, s in enumerate(args.sentences, 1)] or _read_stdin_lines()
+
+
+def _explain(args):
+    from keras_attention.explain import check_page_path
+
+    check_page_path(args.output)  # before any work
+    translator = _load_translator(args)
+    _write_page(translator, _sentences(args), args.output, args.method, args.beam_size)
+    return 0
+
+
+def _evaluate(args):
+    from keras_attention.training.corpus import load_splits
+    from keras_attention.training.evaluation import evaluate_bleu
+
+    translator = _load_translator(args)
+    args.source, args.target = _languages(args, translator)
+    splits, description = load_splits(data_config(args))
+    pairs = dict(zip(("train", "valid", "test"), splits))[args.split]
+    if pairs is None:
+        raise ValueError(f"No {args.split} split for this data set. Received: --split {args.split}")
+    scores = evaluate_bleu(translator, pairs, method=args.method, max_examples=args.max_examples,
+                           **decoding_options(args))
+    print(f"{description}, {args.split}: BLEU {scores['bleu']:.2f} (cased, 13a), "
+          f"{scores['bleu_lowercase']:.2f} (lower-cased), chrF {scores['chrf']:.2f}, "
+          f"{scores['num_sentences']} sentences")
+    return 0
+
+
+def _translate(args):
+    if args.html:
         from keras_attention.explain import check_page_path
 
-        check_page_path(page)  # before any work
-    if getattr(args, "engine", "keras") == "ctranslate2":
-        translator = _ctranslate2_translator(args)
-    else:
-        translator = Translator.load(_translator_folder(args.translator),
-                                     jit_compile=getattr(args, "jit_compile", False))
-    if args.command == "explain":
-        sentences = [_argument_text(s, i) for i, s in enumerate(args.sentences, 1)] or _read_stdin_lines()
-        _write_page(translator, sentences, page, args.method, args.beam_size)
-        return 0
-    options = decoding_options(args)
-    if args.command == "evaluate":
-        from keras_attention.training.evaluation import evaluate_bleu
-        from keras_attention.training.corpus import load_splits
-
-        args.source, args.target = _languages(args, translator)
-        config = data_config(args)
-        splits, description = load_splits(config)
-        pairs = dict(zip(("train", "valid", "test"), splits))[args.split]
-        if pairs is None:
-            raise ValueError(f"No {args.split} split for this data set. Received: --split {args.split}")
-        scores = evaluate_bleu(translator, pairs, method=args.method, max_examples=args.max_examples, **options)
-        print(f"{description}, {args.split}: BLEU {scores['bleu']:.2f} (cased, 13a), "
-              f"{scores['bleu_lowercase']:.2f} (lower-cased), chrF {scores['chrf']:.2f}, "
-              f"{scores['num_sentences']} sentences")
-        return 0
-    sentences = [_argument_text(s, i) for i, s in enumerate(args.sentences, 1)] or _read_stdin_lines()
+        check_page_path(args.html)  # before any work
+        if args.method == "sample":
+            raise ValueError("--html shows greedy or beam decoding. Received: --method sample")
+    translator = _load_translator(args)
+    sentences = _sentences(args)
     result = translator.translate(sentences, method=args.method,
-                                  return_attention=bool(args.plot_attention), **options)
+                                  return_attention=bool(args.plot_attention), **decoding_options(args))
     for text in result.texts:
         print(text)
     if args.plot_attention and result.texts:
@@ -176,8 +194,6 @@ def _run(args):
                        path=args.plot_attention)
         print(f"attention map: {args.plot_attention}", file=sys.stderr)
     if args.html:
-        if args.method == "sample":
-            raise ValueError("--html shows greedy or beam decoding. Received: --method sample")
         _write_page(translator, [s for s in sentences if s.strip()], args.html, args.method, args.beam_size)
     return 0
 

@@ -37,7 +37,8 @@ def _add_corpus_flags(parser):
                             "with its file and line, instead of skipping and counting it")
     group.add_argument("--no-clean", action="store_true",
                        help="keep pairs over --max-words or --max-ratio (cleaning is on for your own files)")
-    group.add_argument("--max-words", type=checked("max_words"), default=250, help="skip pairs with more words a side (default: 250)")
+    group.add_argument("--max-words", type=checked("max_words"), default=250,
+                       help="skip pairs with more words a side (default: 250)")
     group.add_argument("--max-ratio", type=checked("max_ratio"), default=9.0,
                        help="skip pairs whose word counts differ more than this factor (default: 9)")
     group.add_argument("--vocab-size", type=checked("vocab_size"), default=8000)
@@ -48,6 +49,25 @@ def _add_corpus_flags(parser):
     group.add_argument("--max-length", type=checked("max_length"), default=64, help="longest sentence in tokens")
     group.add_argument("--max-train-examples", type=checked("max_train_examples"))
     group.add_argument("--seed", type=int, default=0)
+
+
+def _add_training_flags(parser):
+    group = parser.add_argument_group("training")
+    group.add_argument("--epochs", type=checked("epochs"), default=10)
+    group.add_argument("--batch-size", type=checked("batch_size"), default=64, help="global batch, in sentences")
+    group.add_argument("--batch-tokens", type=checked("batch_tokens"),
+                       help="global batch as a token budget (instead of --batch-size)")
+    group.add_argument("--learning-rate", type=checked("learning_rate"))
+    group.add_argument("--warmup-steps", type=checked("warmup_steps"))
+    group.add_argument("--label-smoothing", type=checked("label_smoothing"), default=0.1)
+    group.add_argument("--dropout", type=checked("dropout"), help="the model's dropout rate (default: the preset's)")
+    group.add_argument("--attention-dropout", type=checked("attention_dropout"),
+                       help="Transformer: dropout on the attention weights (default: 0)")
+    group.add_argument("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker"))
+    group.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"))
+    group.add_argument("--no-jit", action="store_true", help="do not compile with XLA")
+    group.add_argument("--no-cpu-dropout", action="store_true",
+                       help="Keras' dropout random numbers even under XLA on a CPU (see keras_attention.cpu_dropout)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,7 +86,18 @@ def build_parser():
     parser.add_argument("--verbose", action="store_true",
                         help="show TensorFlow's own start-up and device log lines (hidden by default)")
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_train_command(commands)
+    _add_prepare_command(commands)
+    _add_evaluate_command(commands)
+    _add_translate_command(commands)
+    _add_explain_command(commands)
+    _add_demo_command(commands)
+    _add_average_checkpoints_command(commands)
+    _add_export_command(commands)
+    return parser
 
+
+def _add_train_command(commands):
     train = commands.add_parser(
         "train", help="train a translator with model.fit",
         epilog="example: keras-attention train --model transformer --preset small --dataset multi30k "
@@ -80,20 +111,7 @@ def build_parser():
                             "larger ones stream from disk (default: 200000)")
     train.add_argument("--max-test-examples", type=checked("max_test_examples"), metavar="N",
                        help="score only the first N test pairs after training (quick runs)")
-    train.add_argument("--epochs", type=checked("epochs"), default=10)
-    train.add_argument("--batch-size", type=checked("batch_size"), default=64, help="global batch, in sentences")
-    train.add_argument("--batch-tokens", type=checked("batch_tokens"), help="global batch as a token budget (instead of --batch-size)")
-    train.add_argument("--learning-rate", type=checked("learning_rate"))
-    train.add_argument("--warmup-steps", type=checked("warmup_steps"))
-    train.add_argument("--label-smoothing", type=checked("label_smoothing"), default=0.1)
-    train.add_argument("--dropout", type=checked("dropout"), help="the model's dropout rate (default: the preset's)")
-    train.add_argument("--attention-dropout", type=checked("attention_dropout"),
-                       help="Transformer: dropout on the attention weights (default: 0)")
-    train.add_argument("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker"))
-    train.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"))
-    train.add_argument("--no-jit", action="store_true", help="do not compile with XLA")
-    train.add_argument("--no-cpu-dropout", action="store_true",
-                       help="Keras' dropout random numbers even under XLA on a CPU (see keras_attention.cpu_dropout)")
+    _add_training_flags(train)
     train.add_argument("--backup-every-steps", type=checked("backup_every_steps"), metavar="N",
                        help="back up every N steps (default: each epoch); run again with --resume to continue")
     again = train.add_mutually_exclusive_group()
@@ -110,6 +128,8 @@ def build_parser():
                        help="Transformer: one embedding for source, target and output (needs --joint-vocabulary)")
     train.add_argument("--output", default="runs/latest", help="output folder")
 
+
+def _add_prepare_command(commands):
     prepare = commands.add_parser(
         "prepare", help="tokenize a corpus once into sharded TFRecords for `train --data-dir`",
         epilog="example: keras-attention prepare --dataset files --train-files 'train.*.en.gz' "
@@ -121,6 +141,8 @@ def build_parser():
     prepare.add_argument("--output", required=True, help="a new or empty folder")
     prepare.add_argument("--overwrite", action="store_true", help="replace a prepared corpus in --output")
 
+
+def _add_evaluate_command(commands):
     evaluate = commands.add_parser(
         "evaluate", help="BLEU and chrF of a saved translator",
         epilog="example: keras-attention evaluate runs/en-de/translator --split test --method beam --beam-size 4")
@@ -131,6 +153,8 @@ def build_parser():
                           help="score only the first N pairs of the split (default: all)")
     _add_decoding_flags(evaluate)
 
+
+def _add_translate_command(commands):
     translate = commands.add_parser(
         "translate", help="translate sentences (arguments or stdin, one a line)",
         epilog="example: keras-attention translate runs/en-de/translator \"A dog runs in the park.\" "
@@ -142,6 +166,8 @@ def build_parser():
     translate.add_argument("--html", metavar="FILE.html",
                            help="also write the attention explorer page of the sentences (greedy or beam)")
 
+
+def _add_explain_command(commands):
     explain = commands.add_parser(
         "explain", help="write an interactive page of every attention weight of some translations",
         epilog="example: keras-attention explain runs/en-de \"A dog runs in the park.\" -o attention.html; "
@@ -152,6 +178,8 @@ def build_parser():
     explain.add_argument("--method", default="greedy", choices=("greedy", "beam"))
     explain.add_argument("--beam-size", type=checked("beam_size"), default=4)
 
+
+def _add_demo_command(commands):
     demo = commands.add_parser(
         "demo", help="train a small attention model, report BLEU, translate a few sentences and save the "
                      "translator (replacing the previous demo's)",
@@ -160,6 +188,8 @@ def build_parser():
     demo.add_argument("--quick", action="store_true", help="a tiny run for tests (seconds, not minutes)")
     demo.add_argument("--data-dir")
 
+
+def _add_average_checkpoints_command(commands):
     average = commands.add_parser(
         "average-checkpoints", help="average the weights of several checkpoints",
         epilog="example: keras-attention average-checkpoints runs/en-de/checkpoints/epoch-01[6-9].weights.h5 "
@@ -171,6 +201,8 @@ def build_parser():
     average.add_argument("--translator", help="a translator folder whose model gets the averaged weights")
     average.add_argument("--overwrite", action="store_true", help="replace an existing --output")
 
+
+def _add_export_command(commands):
     export = commands.add_parser(
         "export", help="write a SavedModel for TF Serving (strings in, translations out) or a CTranslate2 model",
         epilog="examples: keras-attention export runs/en-de models/translator --method beam; "
@@ -194,7 +226,6 @@ def build_parser():
     export.add_argument("--quantization", choices=QUANTIZATIONS,
                         help="CTranslate2 only: weight type (default: float32)")
     export.add_argument("--overwrite", action="store_true", help="CTranslate2 only: replace an existing folder")
-    return parser
 
 
 def _add_decoding_flags(parser):

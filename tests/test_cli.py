@@ -57,6 +57,12 @@ def test_explain_and_translate_html_write_the_explorer_page(demo_dir, tmp_path, 
     assert main(["translate", str(demo_dir / "translator"), "3 March 1999", "", "--html", str(tmp_path / "t.html")]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
     assert "3 March 1999" in (tmp_path / "t.html").read_text(encoding="utf-8")
+    # The page shows greedy or beam decoding: sampling with --html is refused before any translation.
+    assert main(["translate", str(demo_dir / "translator"), "3 March 1999", "--method", "sample",
+                 "--html", str(tmp_path / "s.html")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--html shows greedy or beam decoding. Received: --method sample" in err
+    assert not (tmp_path / "s.html").exists()
 
 
 def test_translate_stdin_with_bad_bytes(demo_dir):

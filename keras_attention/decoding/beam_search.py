@@ -118,11 +118,7 @@ def beam_search(
 
     own_layout = hasattr(model, "init_beam_state") and hasattr(model, "reorder_beam_state")
     stages = decoding_stages(model, max_length) if own_layout else [max_length]
-    if own_layout:
-        state = model.init_beam_state(source_ids, stages[0], beam)
-    else:  # encode once, then give each hypothesis its own copy: row b * K + k
-        state = model.init_decoding_state(source_ids, max_length)
-        state = keras.tree.map_structure(lambda t: ops.repeat(t, beam, axis=0), state)
+    state = _start_state(model, source_ids, stages[0], beam, own_layout)
     constants = frozenset(getattr(model, "decoding_constants", ()))
     offsets = ops.expand_dims(ops.arange(batch, dtype="int32") * beam, 1)  # (B, 1)
 
@@ -166,12 +162,33 @@ def beam_search(
         done = finished if complete_beam else _settled(finished, lengths, log_probs, max_length, alpha)
         return ops.logical_and(index < max_length, ops.logical_not(ops.all(done)))
 
+    attention_shape = (batch * beam, max_length, source_length) if return_attention else (batch * beam,)
+    loop_vars = _first_loop_vars(state, batch, beam, start_id, max_length, attention_shape)
+    *_, lengths, log_probs, tokens, attention = run_in_stages(model, stages, keep_going, step, loop_vars)
+    scores = log_probs / length_penalty_factor(lengths, alpha)  # sorted: the last top_k ranked by it
+    tokens = ops.reshape(tokens, (batch, beam, max_length))
+    if return_attention:
+        attention = ops.reshape(attention, (batch, beam, max_length, source_length))
+    return DecodeResult(tokens, scores, log_probs, lengths, attention if return_attention else None)
+
+
+def _start_state(model, source_ids, length, beam, own_layout):
+    """The decoding state of `B * K` hypotheses, with room for `length` tokens."""
+    if own_layout:
+        return model.init_beam_state(source_ids, length, beam)
+    # Encode once, then give each hypothesis its own copy: row b * K + k.
+    state = model.init_decoding_state(source_ids, length)
+    return keras.tree.map_structure(lambda t: ops.repeat(t, beam, axis=0), state)
+
+
+def _first_loop_vars(state, batch, beam, start_id, max_length, attention_shape):
+    """The while loop's variables before the first step: `(index, state, inputs,
+    finished, lengths, log_probs, tokens, attention)`."""
     # One live hypothesis per row to begin with; the copies start at -inf so
     # that the first step does not pick the same continuation K times.
     first = ops.equal(ops.arange(beam), 0)
     # Per-hypothesis buffers are batch-major, (B * K, ...), like the state.
-    attention_shape = (batch * beam, max_length, source_length) if return_attention else (batch * beam,)
-    loop_vars = (
+    return (
         ops.convert_to_tensor(0, "int32"),
         state,
         ops.full((batch * beam,), start_id, "int32"),
@@ -181,12 +198,6 @@ def beam_search(
         ops.zeros((batch * beam, max_length), "int32"),
         ops.zeros(attention_shape, "float32"),
     )
-    *_, lengths, log_probs, tokens, attention = run_in_stages(model, stages, keep_going, step, loop_vars)
-    scores = log_probs / length_penalty_factor(lengths, alpha)  # sorted: the last top_k ranked by it
-    tokens = ops.reshape(tokens, (batch, beam, max_length))
-    if return_attention:
-        attention = ops.reshape(attention, (batch, beam, max_length, source_length))
-    return DecodeResult(tokens, scores, log_probs, lengths, attention if return_attention else None)
 
 
 def _settled(finished, lengths, log_probs, max_length, alpha):

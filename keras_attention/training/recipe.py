@@ -122,10 +122,51 @@ def _run(config, verbose, strategy, output_dir):
     prepared = prepare_data(config, strategy)
     print(f"Data: {prepared.description}"
           f"{'; streamed from disk' if prepared.streaming else '; tokenized once, cached in memory'}.")
-    train_ds, valid_ds, steps_per_epoch = prepared.train, prepared.valid, prepared.steps_per_epoch
-    source_tok, target_tok = prepared.source_tokenizer, prepared.target_tokenizer
-    valid_pairs, test_pairs = prepared.valid_pairs, prepared.test_pairs
+    model = _build_and_compile(config, prepared, strategy, jit_compile)
 
+    backup = ResumableBackup(os.path.join(output_dir, "backup"), save_freq=config.backup_every_steps or "epoch")
+    backup.set_model(model)
+    resumed_from = backup.restore()
+    check_backup_fits(backup, config.epochs, prepared.steps_per_epoch)  # before anything is written
+    source_language, target_language = prepared.languages or (config.source, config.target)
+    translator = Translator(model, prepared.source_tokenizer, prepared.target_tokenizer,
+                            prepared.max_length, prepared.max_length,
+                            metadata={"source_language": source_language, "target_language": target_language,
+                                      "dataset": prepared.description})
+    # Early too (evaluators need the vocabularies); after the restore, so a resumed run's copy is its latest state.
+    translator.save(os.path.join(output_dir, "translator"))
+    history_path = os.path.join(output_dir, "history.csv")
+    callbacks, step_timer, report_callback = _callbacks(config, prepared, translator, output_dir,
+                                                        history_path, resumed_from, verbose)
+    if prepared.streaming:
+        prepared.report.reset()  # building the model read ahead: count from the first epoch's start
+    fit_started = time.time()
+    fit_resumable(model, prepared.train, config.epochs, prepared.steps_per_epoch, backup, callbacks,
+                  validation_data=prepared.valid, verbose=verbose, shuffle=False)  # the dataset shuffles
+    fit_seconds = time.time() - fit_started
+    history = read_csv_history(history_path)  # all epochs, also those before a restart
+    translator.save(os.path.join(output_dir, "translator"))
+
+    results = {"data": prepared.description, "train_seconds": _train_seconds(history, fit_seconds),
+               "parameters": int(model.count_params()), "steps": backup.completed_steps,
+               "steps_per_epoch": prepared.steps_per_epoch, "resumed_from_step": resumed_from,
+               "replicas": strategy.num_replicas_in_sync, "config": dataclasses.asdict(config),
+               "start_up": {**step_timer.summary(), "xla": jit_compile,
+                            "batch_shapes": _distinct_shapes(prepared.train, prepared.valid,
+                                                             prepared.steps_per_epoch)},
+               "data_counts": prepared.prepared_counts or report_callback.counts or prepared.report.to_dict()}
+    if prepared.test_pairs is not None:
+        results.update(_test_scores(translator, prepared.test_pairs, config.max_test_examples))
+    results["history"] = history
+    write_json(os.path.join(output_dir, "results.json"), results, indent=2)
+    if not config.keep_backup:
+        backup.delete()  # last: until the results are written, the run can be started again
+    return translator, results
+
+
+def _build_and_compile(config, prepared, strategy, jit_compile):
+    """The model of `config`, built on a first batch and compiled, in the strategy's scope."""
+    source_tok, target_tok = prepared.source_tokenizer, prepared.target_tokenizer
     overrides = dict(config.overrides)
     if config.share_embeddings:
         if source_tok.vocabulary != target_tok.vocabulary:
@@ -137,62 +178,46 @@ def _run(config, verbose, strategy, output_dir):
             config.model, config.preset, source_tok.vocab_size, target_tok.vocab_size,
             max_length=prepared.max_length, **overrides,
         )
-        (source_ids, target_in), _ = next(iter(train_ds))
+        (source_ids, target_in), _ = next(iter(prepared.train))
         model((source_ids[:1], target_in[:1]))  # build the weights (BackupAndRestore needs them)
         if config.cpu_dropout:
             use_cpu_dropout(model)
         _compile(model, config, prepared.schedule_steps, jit_compile)
         if getattr(strategy, "cluster_resolver", None) is not None:
-            distribution.adapt_to_multi_worker(model, next(iter(train_ds)))
+            distribution.adapt_to_multi_worker(model, next(iter(prepared.train)))
+    return model
 
-    backup = ResumableBackup(os.path.join(output_dir, "backup"), save_freq=config.backup_every_steps or "epoch")
-    backup.set_model(model)
-    resumed_from = backup.restore()
-    check_backup_fits(backup, config.epochs, steps_per_epoch)  # before anything is written
-    source_language, target_language = prepared.languages or (config.source, config.target)
-    translator = Translator(model, source_tok, target_tok, prepared.max_length, prepared.max_length,
-                            metadata={"source_language": source_language, "target_language": target_language,
-                                      "dataset": prepared.description})
-    # Early too (evaluators need the vocabularies); after the restore, so a resumed run's copy is its latest state.
-    translator.save(os.path.join(output_dir, "translator"))
+
+def _callbacks(config, prepared, translator, output_dir, history_path, resumed_from, verbose):
+    """The run's callbacks, in order, and the two whose figures go into results.json."""
     report_callback = CorpusReportCallback(prepared.report, verbose=bool(verbose))
     callbacks = [] if config.dataset == "prepared" else [report_callback]  # BLEU next, for the CSV log
-    if valid_pairs is not None and config.bleu_sample:
-        sample = [(s.decode(), t.decode()) for s, t in valid_pairs.take(config.bleu_sample).as_numpy_iterator()]
+    if prepared.valid_pairs is not None and config.bleu_sample:
+        sample = [(s.decode(), t.decode())
+                  for s, t in prepared.valid_pairs.take(config.bleu_sample).as_numpy_iterator()]
         callbacks.append(BleuCallback(translator, sample, verbose=bool(verbose)))
     if config.keep_checkpoints:
         callbacks.append(EpochCheckpoints(os.path.join(output_dir, "checkpoints"), config.keep_checkpoints))
-    history_path = os.path.join(output_dir, "history.csv")
     step_timer = StepTimer()
-    callbacks += [step_timer, EpochTimer(), keras.callbacks.CSVLogger(history_path, append=resumed_from > 0), keras.callbacks.TerminateOnNaN()]
-    if prepared.streaming:
-        prepared.report.reset()  # building the model read ahead: count from the first epoch's start
-    fit_started = time.time()
-    fit_resumable(model, train_ds, config.epochs, steps_per_epoch, backup, callbacks,
-                  validation_data=valid_ds, verbose=verbose, shuffle=False)  # the dataset shuffles
-    train_seconds = time.time() - fit_started
-    history = read_csv_history(history_path)  # all epochs, also those before a restart
+    callbacks += [step_timer, EpochTimer(), keras.callbacks.CSVLogger(history_path, append=resumed_from > 0),
+                  keras.callbacks.TerminateOnNaN()]
+    return callbacks, step_timer, report_callback
+
+
+def _train_seconds(history, this_process_seconds):
+    """Training time: the epochs' own timings when every epoch has one (a resumed job's
+    earlier processes included), else this process' time in fit."""
     epoch_seconds = history.get("epoch_seconds", [])
     if len(epoch_seconds) == len(history.get("loss", [])) and all(isinstance(s, float) for s in epoch_seconds):
-        train_seconds = sum(epoch_seconds)  # every process of a resumed job, not only this one
+        return round(sum(epoch_seconds), 1)
+    return round(this_process_seconds, 1)
 
-    translator.save(os.path.join(output_dir, "translator"))
-    results = {"data": prepared.description, "train_seconds": round(train_seconds, 1),
-               "parameters": int(model.count_params()), "steps": backup.completed_steps,
-               "steps_per_epoch": steps_per_epoch, "resumed_from_step": resumed_from,
-               "replicas": strategy.num_replicas_in_sync, "config": dataclasses.asdict(config),
-               "start_up": {**step_timer.summary(), "xla": jit_compile,
-                            "batch_shapes": _distinct_shapes(train_ds, valid_ds, steps_per_epoch)},
-               "data_counts": prepared.prepared_counts or report_callback.counts or prepared.report.to_dict()}
-    if test_pairs is not None:
-        if config.max_test_examples:
-            test_pairs = test_pairs.take(config.max_test_examples)
-        scores = evaluate_bleu(translator, test_pairs)
-        results["test"] = {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")}
-        # Lists, not tuples: the returned results equal what results.json reads back.
-        results["examples"] = [[ref, hyp] for ref, hyp in zip(scores["references"][:3], scores["hypotheses"][:3])]
-    results["history"] = history
-    write_json(os.path.join(output_dir, "results.json"), results, indent=2)
-    if not config.keep_backup:
-        backup.delete()  # last: until the results are written, the run can be started again
-    return translator, results
+
+def _test_scores(translator, test_pairs, max_examples):
+    """results.json's `test` entry (greedy BLEU, chrF) and three example translations."""
+    if max_examples:
+        test_pairs = test_pairs.take(max_examples)
+    scores = evaluate_bleu(translator, test_pairs)
+    # Lists, not tuples: the returned results equal what results.json reads back.
+    return {"test": {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")},
+            "examples": [[ref, hyp] for ref, hyp in zip(scores["references"][:3], scores["hypotheses"][:3])]}
