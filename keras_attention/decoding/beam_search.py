@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attention.decoding.chunks import chunk_rooms, run_in_chunks
 from keras_attention.decoding.common import (
     NEG_INF,
     DecodeResult,
@@ -47,6 +48,7 @@ def beam_search(
     length_penalty=0.6,
     return_attention=False,
     complete_beam=True,
+    chunked=False,
 ):
     """Translate a batch keeping the `beam_size` best hypotheses at each step.
 
@@ -93,6 +95,11 @@ def beam_search(
             finished, so that every one of them is exact (True), or only
             until each row's best is settled (False: the same best, fewer
             steps). Defaults to True.
+        chunked: bool. Decode in XLA-compiled chunks of steps that leave
+            the rows that are done behind (`keras_attention.decoding.chunks`):
+            the same best translations, less work for batches of mixed
+            lengths. TensorFlow graphs only (inside `tf.function`). Defaults
+            to False.
 
     Returns:
         A `DecodeResult` with a beam axis, best hypothesis first: `tokens`
@@ -118,11 +125,14 @@ def beam_search(
 
     own_layout = hasattr(model, "init_beam_state") and hasattr(model, "reorder_beam_state")
     stages = decoding_stages(model, max_length) if own_layout else [max_length]
+    if chunked:
+        stages = [chunk_rooms(model, max_length)[0][1]] if own_layout else [max_length]
     state = _start_state(model, source_ids, stages[0], beam, own_layout)
     constants = frozenset(getattr(model, "decoding_constants", ()))
-    offsets = ops.expand_dims(ops.arange(batch, dtype="int32") * beam, 1)  # (B, 1)
 
     def step(index, state, inputs, finished, lengths, log_probs, tokens, attention):
+        batch = ops.shape(finished)[0]  # rows of this step (fewer once chunks drop the finished)
+        offsets = ops.expand_dims(ops.arange(batch, dtype="int32") * beam, 1)  # (B, 1)
         logits, state, step_attention = model.decode_step(state, inputs, index)
         if return_attention:
             step_attention = check_attention(step_attention, True)  # (BK, S)
@@ -158,13 +168,23 @@ def beam_search(
         finished = ops.logical_or(dead, ops.equal(ops.reshape(next_tokens, (batch, beam)), end_id))
         return index + 1, state, next_tokens, finished, lengths, log_probs, tokens, attention
 
-    def keep_going(index, state, inputs, finished, lengths, log_probs, *_):
-        done = finished if complete_beam else _settled(finished, lengths, log_probs, max_length, alpha)
-        return ops.logical_and(index < max_length, ops.logical_not(ops.all(done)))
+    def row_done(index, state, inputs, finished, lengths, log_probs, *_):  # (B,)
+        if complete_beam:
+            return ops.all(finished, axis=1)
+        return _settled(finished, lengths, log_probs, max_length, alpha)
+
+    def keep_going(index, *rest):
+        return ops.logical_and(index < max_length, ops.logical_not(ops.all(row_done(index, *rest))))
 
     attention_shape = (batch * beam, max_length, source_length) if return_attention else (batch * beam,)
     loop_vars = _first_loop_vars(state, batch, beam, start_id, max_length, attention_shape)
-    *_, lengths, log_probs, tokens, attention = run_in_stages(model, stages, keep_going, step, loop_vars)
+    if chunked:
+        loop_vars = run_in_chunks(model, max_length, step, loop_vars, row_done,
+                                  multiplicity=(beam, 1, 1, 1, beam, beam),
+                                  state_multiplicity=1 if own_layout else beam)
+    else:
+        loop_vars = run_in_stages(model, stages, keep_going, step, loop_vars)
+    *_, lengths, log_probs, tokens, attention = loop_vars
     scores = log_probs / length_penalty_factor(lengths, alpha)  # sorted: the last top_k ranked by it
     tokens = ops.reshape(tokens, (batch, beam, max_length))
     if return_attention:

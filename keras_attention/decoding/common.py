@@ -33,6 +33,7 @@ from typing import NamedTuple, Optional
 import keras
 from keras import ops
 
+from keras_attention.decoding.chunks import chunk_rooms, run_in_chunks
 from keras_attention.layers.validation import check_positive_int, check_rank
 
 NEG_INF = float("-inf")
@@ -178,7 +179,7 @@ def check_attention(attention, return_attention):
 # The single-path loop (greedy decoding and sampling) ------------------------------------
 
 
-def decode_single_path(model, source_ids, start_id, end_id, max_length, choose, return_attention):
+def decode_single_path(model, source_ids, start_id, end_id, max_length, choose, return_attention, chunked=False):
     """Feed one token a step, choosing each with `choose(logits, index)`.
 
     Args:
@@ -187,12 +188,16 @@ def decode_single_path(model, source_ids, start_id, end_id, max_length, choose, 
         start_id, end_id, max_length: ints, already checked.
         choose: `(logits (B, V) with padding at -inf, index) -> int (B,)`.
         return_attention: bool.
+        chunked: bool. Run in XLA-compiled chunks that drop finished rows
+            (`decoding.chunks`; TensorFlow graphs only).
 
     Returns:
         A `DecodeResult` with `scores` equal to `log_probs`.
     """
     rows = ops.shape(source_ids)[0]
     stages = decoding_stages(model, max_length)
+    if chunked:
+        stages = [chunk_rooms(model, max_length)[0][1]]
     state = model.init_decoding_state(source_ids, stages[0])
 
     def step(index, state, inputs, finished, tokens, log_probs, attention):
@@ -226,7 +231,14 @@ def decode_single_path(model, source_ids, start_id, end_id, max_length, choose, 
         ops.zeros((rows,), "float32"),
         ops.zeros(attention_shape, "float32"),
     )
-    *_, tokens, log_probs, attention = run_in_stages(model, stages, keep_going, step, loop_vars)
+    if chunked:
+        finished_rows = lambda index, state, inputs, finished, *_: finished  # noqa: E731
+        loop_vars = run_in_chunks(model, max_length, step, loop_vars, finished_rows,
+                                  multiplicity=(1, 1, 1, 1, 1 if return_attention else None),
+                                  state_multiplicity=1)
+    else:
+        loop_vars = run_in_stages(model, stages, keep_going, step, loop_vars)
+    *_, tokens, log_probs, attention = loop_vars
     attention = attention if return_attention else None
     lengths = ops.sum(ops.cast(ops.not_equal(tokens, 0), "int32"), axis=-1)
     return DecodeResult(tokens, log_probs, log_probs, lengths, attention)

@@ -5,7 +5,7 @@ from keras import ops
 from keras_attention.decoding.common import check_common_arguments, decode_single_path
 
 
-def greedy_decode(model, source_ids, start_id, end_id, max_length, return_attention=False):
+def greedy_decode(model, source_ids, start_id, end_id, max_length, return_attention=False, chunked=False):
     """Translate a batch by always taking the most likely next token.
 
     The encoder runs once; then each step feeds the previous token to
@@ -26,6 +26,10 @@ def greedy_decode(model, source_ids, start_id, end_id, max_length, return_attent
         max_length: int. Most tokens to emit (the end token included).
         return_attention: bool. Also return the attention of every step.
             Defaults to False.
+        chunked: bool. Decode in XLA-compiled chunks of steps that leave
+            finished rows behind (`keras_attention.decoding.chunks`): the
+            same translations, less work for batches of mixed lengths.
+            TensorFlow graphs only (inside `tf.function`). Defaults to False.
 
     Returns:
         A `DecodeResult`: `tokens` int32 `(B, max_length)`, `scores` and
@@ -47,4 +51,5 @@ def greedy_decode(model, source_ids, start_id, end_id, max_length, return_attent
     def choose(logits, index):
         return ops.argmax(logits, axis=-1)  # (B,)
 
-    return decode_single_path(model, source_ids, start_id, end_id, max_length, choose, return_attention)
+    return decode_single_path(model, source_ids, start_id, end_id, max_length, choose, return_attention,
+                              chunked=chunked)

@@ -129,10 +129,11 @@ class Translator(tf.Module):
                    temperature=1.0, top_k=None, top_p=None, seed=None, return_attention=False):
         """Source ids `(B, S)` -> the decoding result (tokens, scores, attention).
 
-        With `jit_compile`, greedy and beam decoding run as one XLA program
-        on the source padded to a multiple of `XLA_LENGTH_MULTIPLE` tokens
-        (padding is masked, so the translations are the same); attention
-        comes back over the `S` given positions.
+        With `jit_compile`, greedy and beam decoding run in XLA-compiled
+        chunks of steps that leave finished sentences behind
+        (`decoding.chunks`), on the source padded to a multiple of
+        `XLA_LENGTH_MULTIPLE` tokens (padding is masked, so the translations
+        are the same); attention comes back over the `S` given positions.
         """
         options = dict(beam_size=beam_size, length_penalty=length_penalty) if method == "beam" else {}
         if method == "sample":
@@ -147,8 +148,9 @@ class Translator(tf.Module):
             result = result._replace(attention=result.attention[..., :length])
         return result
 
-    def _decode(self, source_ids, method, return_attention, **options):
-        """`decode_ids` without XLA: the decoding function of `method`."""
+    def _decode(self, source_ids, method, return_attention, chunked=False, **options):
+        """`decode_ids` without XLA: the decoding function of `method` (with
+        `chunked`, greedy and beam search run in XLA-compiled chunks)."""
         common = dict(
             start_id=self.target_tokenizer.start_id,
             end_id=self.target_tokenizer.end_id,
@@ -156,10 +158,10 @@ class Translator(tf.Module):
             return_attention=return_attention,
         )
         if method == "greedy":
-            return greedy_decode(self.model, source_ids, **common)
+            return greedy_decode(self.model, source_ids, chunked=chunked, **common)
         if method == "beam":
             return beam_search(  # only the best is kept: stop once it is settled
-                self.model, source_ids, complete_beam=False, **options, **common
+                self.model, source_ids, complete_beam=False, chunked=chunked, **options, **common
             ).best()
         common.pop("return_attention")
         return sample(self.model, source_ids, **options, **common)
@@ -167,7 +169,7 @@ class Translator(tf.Module):
     def _decoder(self, method, return_attention, options, xla=False):
         """A `tf.function` of source ids `(B, S)` of any batch size and length,
         one per decoding setting: `decode_ids` (which, with `jit_compile`,
-        calls the XLA one), or with `xla=True` the XLA-compiled `_decode`.
+        calls the XLA one), or with `xla=True` `_decode` in XLA-compiled chunks.
 
         Run eagerly, the decoding loop dispatches every op of every step from
         Python; traced once, a sentence decodes as fast as in the exported
@@ -179,10 +181,10 @@ class Translator(tf.Module):
             # A partial, not a lambda: TensorFlow counts traces per code object, so
             # one lambda traced once by each of several Translators would be reported
             # as a function "retracing" too often.
-            function = self._decode if xla else self.decode_ids
+            function = functools.partial(self._decode, chunked=True) if xla else self.decode_ids
             decoders[key] = tf.function(
                 functools.partial(function, method=method, return_attention=return_attention, **options),
-                input_signature=[tf.TensorSpec([None, None], tf.int32)], jit_compile=xla or None,
+                input_signature=[tf.TensorSpec([None, None], tf.int32)],
             )
         return decoders[key]
 

@@ -59,9 +59,10 @@ def export(translator, path, method="beam", beam_size=4, length_penalty=0.6, max
             takes the next number after the versions already in `path` (1 in
             an empty folder). Defaults to None.
         jit_compile: bool. Decode with XLA, as `Translator(jit_compile=True)`
-            does: the decoding loop (not the tokenizers) is saved as an
-            XLA-compiled function, so each new batch size and source length
-            bucket compiles once when first served, then decodes faster.
+            does: the decoding loop (not the tokenizers) is saved as
+            XLA-compiled chunks of steps between which finished sentences
+            leave the batch; each shape (batch size, cache room, source
+            length bucket) compiles once when first served.
             TensorFlow's loader runs it; TF Serving's support for XLA is
             experimental (on a CPU: `--xla_cpu_compilation_enabled=true`,
             tensorflow/serving#1858). Defaults to False.

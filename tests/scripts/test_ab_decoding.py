@@ -1,0 +1,39 @@
+"""scripts/ab_decoding.py: two commits' decoding in alternated processes, merged into a JSON."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from keras_attention import data
+from keras_attention.decoding.translator import Translator
+from keras_attention.models import Transformer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+import ab_decoding  # noqa: E402
+
+
+def test_the_same_commit_twice_gives_the_same_translations(tmp_path):
+    pairs = data.load_dates(300, "train", seed=3)
+    source = data.SubwordTokenizer.from_dataset(pairs.map(lambda s, t: s), 200)
+    target = data.SubwordTokenizer.from_dataset(pairs.map(lambda s, t: t), 40)
+    model = Transformer(source.vocab_size, target.vocab_size, num_layers=1, d_model=16, num_heads=2,
+                        intermediate_dim=32, max_length=32)
+    model((np.ones((1, 4), "int32"), np.ones((1, 3), "int32")))
+    Translator(model, source, target, max_source_length=24, max_target_length=12).save(str(tmp_path / "translator"))
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("3 March 1999\nTuesday, July 4, 2023\n12/06/1990\n1 May 2001\n5.7.1980\n",
+                         encoding="utf-8")
+    out = tmp_path / "decoding.json"
+    out.write_text(json.dumps({"rows": [1, 2]}))  # a record already there stays
+    record = ab_decoding.main([str(tmp_path), "--before", "HEAD", "--after", "HEAD", "--source", str(sentences),
+                               "--sentences", "4", "--batch", "3", "--rounds", "2", "--passes", "1",
+                               "--json", str(out), "--key", "same_ab"])
+    assert [r["variant"] for r in record["rounds"]] == ["before", "after", "after", "before"]
+    assert record["greedy_identical"] == "4/4" and record["beam4_identical"] == "4/4"
+    assert record["commits"]["before"] == record["commits"]["after"]
+    assert record["greedy_ratio_after_over_before"] > 0
+    saved = json.loads(out.read_text())
+    assert saved["rows"] == [1, 2] and saved["same_ab"] == record
