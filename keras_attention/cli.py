@@ -17,6 +17,7 @@ from keras_attention.cli_arguments import (
 )
 from keras_attention.reporting import print_summary
 from keras_attention.tensorflow_only import BackendError, require_tensorflow
+from keras_attention.xla_cache import use_xla_cache
 
 
 def _argument_text(text, number):
@@ -109,10 +110,19 @@ def _how_to_go_on(args):
 
 def _run(args):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if _compiles_with_xla(args) and not args.no_xla_cache:
+        use_xla_cache(args.xla_cache)  # before TensorFlow first compiles
     require_tensorflow("The command line")
     verbs = {"train": _train, "prepare": _prepare, "demo": _demo, "average-checkpoints": _average,
              "export": _export, "explain": _explain, "evaluate": _evaluate, "translate": _translate}
     return verbs[args.command](args)
+
+
+def _compiles_with_xla(args):
+    """Whether the command compiles with XLA (the commands that do have the --xla-cache flags)."""
+    if not hasattr(args, "no_xla_cache"):
+        return False
+    return not args.no_jit if args.command == "train" else args.jit_compile
 
 
 def _train(args):

@@ -66,6 +66,7 @@ def _add_training_flags(parser):
     group.add_argument("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker"))
     group.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"))
     group.add_argument("--no-jit", action="store_true", help="do not compile with XLA")
+    _add_xla_cache_flags(group)
     group.add_argument("--no-cpu-dropout", action="store_true",
                        help="Keras' dropout random numbers even under XLA on a CPU (see keras_attention.cpu_dropout)")
 
@@ -228,6 +229,13 @@ def _add_export_command(commands):
     export.add_argument("--overwrite", action="store_true", help="CTranslate2 only: replace an existing folder")
 
 
+def _add_xla_cache_flags(group):
+    group.add_argument("--xla-cache", metavar="DIR",
+                       help="keep XLA's compiled programs here, for later runs of the same shapes "
+                            "(default: $KERAS_ATTENTION_XLA_CACHE, else ~/.cache/keras-attention/xla)")
+    group.add_argument("--no-xla-cache", action="store_true", help="compile every XLA program anew")
+
+
 def _add_decoding_flags(parser):
     group = parser.add_argument_group("decoding")
     group.add_argument("--method", default="greedy", choices=("greedy", "beam", "sample"))
@@ -244,6 +252,7 @@ def _add_decoding_flags(parser):
     group.add_argument("--jit-compile", action="store_true",
                        help="keras engine: compile greedy and beam decoding with XLA (each new batch size and "
                             "length bucket compiles once; faster after that)")
+    _add_xla_cache_flags(group)
     group.add_argument("--compute-type", default="default",
                        help="ctranslate2 engine: CTranslate2's compute type (default, int8, float16, ...)")
 

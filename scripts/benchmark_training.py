@@ -198,27 +198,32 @@ COMPILE_COST_COMMAND = ["train", "--preset", "tiny", "--epochs", "1", "--max-tra
 
 
 def compile_cost():
-    """The cost of compiling, paid once a run: `keras-attention train` (`COMPILE_COST_COMMAND`,
-    Multi30k from KERAS_ATTENTION_DATA) with XLA and without, each in its own process.
+    """The cost of compiling: `keras-attention train` (`COMPILE_COST_COMMAND`, Multi30k
+    from KERAS_ATTENTION_DATA) three times, each in its own process: with XLA and
+    an empty `--xla-cache` folder, with XLA again on the same folder (the programs
+    the first run compiled are loaded), and without XLA.
 
     Returns one row per run: wall-clock seconds of the whole command, training
     seconds, seconds to the first step, seconds of steps beyond the median
     (compilation), and the distinct batch shapes of training and validation.
     """
     rows = []
-    for xla in (True, False):
-        with tempfile.TemporaryDirectory(prefix="compile_cost_") as folder:
-            output = os.path.join(folder, "run")
+    with tempfile.TemporaryDirectory(prefix="compile_cost_") as folder:
+        cache = os.path.join(folder, "xla-cache")
+        for xla, cache_state in ((True, "empty"), (True, "filled by the run before"), (False, None)):
+            output = os.path.join(folder, f"run{len(rows)}")
             command = [sys.executable, "-m", "keras_attention.cli", *COMPILE_COST_COMMAND, "--output", output]
-            command += [] if xla else ["--no-jit"]
+            command += ["--xla-cache", cache] if xla else ["--no-jit"]
+            env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
             started = time.perf_counter()
-            subprocess.run(command, check=True, capture_output=True, text=True)
+            subprocess.run(command, check=True, capture_output=True, text=True, env=env)
             wall = time.perf_counter() - started
             with open(os.path.join(output, "results.json"), encoding="utf-8") as f:
                 results = json.load(f)
-        rows.append({"xla": xla, "wall_seconds": round(wall, 1), "train_seconds": results["train_seconds"],
-                     **{k: v for k, v in results["start_up"].items() if k != "xla"}})
-        print(f"compile cost, XLA {'on ' if xla else 'off'}: {rows[-1]}")
+            rows.append({"xla": xla, "xla_cache": cache_state, "wall_seconds": round(wall, 1),
+                         "train_seconds": results["train_seconds"],
+                         **{k: v for k, v in results["start_up"].items() if k != "xla"}})
+            print(f"compile cost, XLA {'on ' if xla else 'off'}, cache {cache_state}: {rows[-1]}", flush=True)
     return rows
 
 

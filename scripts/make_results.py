@@ -128,7 +128,10 @@ def training():
                   "| batch shapes (training + validation) |", "|---|---:|---:|---:|---:|---:|"]
         for run in r["compile_cost"]["runs"]:
             shapes = run["batch_shapes"]
-            lines.append(f"| {'on' if run['xla'] else 'off'} | {run['wall_seconds']:.0f} | {run['train_seconds']:.0f} "
+            xla = "on" if run["xla"] else "off"
+            if run.get("xla_cache"):
+                xla += f", program cache {run['xla_cache']}"
+            lines.append(f"| {xla} | {run['wall_seconds']:.0f} | {run['train_seconds']:.0f} "
                          f"| {run['seconds_to_first_step']:.0f} | {run['seconds_beyond_median']:.0f} "
                          f"| {shapes['train']} + {shapes['validation']} |")
     lines += ["", provenance(r, "training.json", "python scripts/benchmark_training.py --json benchmarks/training.json")]

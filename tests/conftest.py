@@ -1,6 +1,9 @@
 import os
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The command line keeps XLA programs in the user's cache folder; the tests keep theirs apart.
+os.environ.setdefault("KERAS_ATTENTION_XLA_CACHE", tempfile.mkdtemp(prefix="keras-attention-xla-"))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

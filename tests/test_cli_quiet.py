@@ -5,10 +5,10 @@ import subprocess
 import sys
 
 
-def run(*args, **kwargs):
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # as a user's shell
+def run(*args, env=None):
+    env = {k: v for k, v in (env or os.environ).items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # as a user's shell
     return subprocess.run([sys.executable, "-m", "keras_attention.cli", *args], capture_output=True, text=True,
-                          timeout=600, env=env, **kwargs)
+                          timeout=600, env=env)
 
 
 def test_train_and_translate_print_only_their_own_lines(tmp_path):
@@ -26,6 +26,18 @@ def test_train_and_translate_print_only_their_own_lines(tmp_path):
     translated = run("translate", str(run_dir / "translator"), "3 March 1999")
     assert translated.returncode == 0 and translated.stderr == "", translated.stderr
     assert len(translated.stdout.splitlines()) == 1
+
+    # With XLA, the compiled decoding programs go to --xla-cache; a second run loads them, quietly.
+    cache = tmp_path / "xla"
+    compiled = [run("translate", str(run_dir / "translator"), "3 March 1999", "--jit-compile",
+                    "--xla-cache", str(cache)) for _ in range(2)]
+    for done in compiled:
+        assert done.returncode == 0 and done.stderr == "" and done.stdout == translated.stdout, done.stderr
+    (folder,) = cache.iterdir()
+    assert folder.name.startswith("tf") and any(entry.suffix == ".pb" for entry in folder.iterdir())
+    assert run("translate", str(run_dir / "translator"), "3 March 1999", "--jit-compile", "--no-xla-cache",
+               env={**os.environ, "KERAS_ATTENTION_XLA_CACHE": str(tmp_path / "unused")}).returncode == 0
+    assert not (tmp_path / "unused").exists()
 
     missing = run("translate", str(tmp_path / "nothing"), "hello")
     assert missing.returncode == 2
