@@ -87,12 +87,13 @@ def run_in_chunks(model, max_length, step, loop_vars, row_done, multiplicity, st
 def _live_rows(done):
     """Indices of the rows not done, padded with copies of the first to a power of
     two (at most the batch); `[0]` when every row is done (a chunk of rows that are
-    all done returns at once)."""
+    all done returns at once), none for an empty batch."""
     live = tf.cast(tf.where(tf.logical_not(done))[:, 0], tf.int32)
     count = tf.size(live)
     bucket = tf.minimum(tf.bitwise.left_shift(1, _ceil_log2(tf.maximum(count, 1))), tf.size(done))
     live = tf.concat([live, tf.zeros([1], tf.int32)], axis=0)[: tf.maximum(count, 1)]
-    return tf.concat([live, tf.repeat(live[:1], bucket - tf.size(live))], axis=0)
+    padding = tf.repeat(live[:1], tf.maximum(bucket - tf.size(live), 0))
+    return tf.concat([live, padding], axis=0)[:bucket]
 
 
 def _ceil_log2(count):

@@ -50,6 +50,7 @@ def test_chunk_rooms():
     ([True, False, True], [1]),
     ([False] * 5, [0, 1, 2, 3, 4]),  # never more rows than the batch
     ([True] * 4, [0]),  # all done: one row, which returns at once
+    (np.zeros([0], bool), []),  # an empty batch stays empty
 ])
 def test_live_rows(done, expected):
     assert _live_rows(tf.constant(done)).numpy().tolist() == expected
@@ -99,3 +100,4 @@ def test_chunked_decoding_in_a_graph_of_unknown_shapes():
     )
     np.testing.assert_array_equal(decode(source).numpy(), expected)
     np.testing.assert_array_equal(decode(source[:2]).numpy(), expected[:2])
+    assert decode(source[:0]).shape == (0, 20)  # an empty batch, through every chunk
