@@ -62,12 +62,13 @@ def use_xla_cache(folder=None):
     """Keep this process' XLA programs in `folder` (and load the ones there).
 
     Sets `TF_XLA_FLAGS`, which TensorFlow reads when it first compiles with
-    XLA: call this before that (importing TensorFlow is fine). If
-    `TF_XLA_FLAGS` already names a cache folder, that one is kept.
+    XLA: call this before that (importing TensorFlow is fine). Without
+    `folder`, a cache folder `TF_XLA_FLAGS` already names is kept.
 
     Args:
         folder: str. The cache folder; the programs go into its subfolder
-            `machine_key()`. Defaults to `default_folder()`.
+            `machine_key()`, whatever `TF_XLA_FLAGS` names. Defaults to the
+            folder `TF_XLA_FLAGS` names, else `default_folder()`.
 
     Returns:
         The folder the programs go to (the subfolder, or the one already in
@@ -77,14 +78,15 @@ def use_xla_cache(folder=None):
         ValueError: `folder` cannot be created (a file is in the way, or no
             permission).
     """
-    flags = os.environ.get("TF_XLA_FLAGS", "")
-    for flag in flags.split():
-        if flag.startswith(FLAG + "="):
-            return flag.split("=", 1)[1]
+    flags = os.environ.get("TF_XLA_FLAGS", "").split()
+    named = [flag for flag in flags if flag.startswith(FLAG + "=")]
+    if named and folder is None:
+        return named[-1].split("=", 1)[1]
+    flags = [flag for flag in flags if flag not in named]
     folder = os.path.join(folder or default_folder(), machine_key())
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as error:
         raise ValueError(f"cannot use {folder!r} as the XLA cache folder: {error.strerror or error}") from None
-    os.environ["TF_XLA_FLAGS"] = f"{flags} {FLAG}={folder}".strip()
+    os.environ["TF_XLA_FLAGS"] = " ".join([*flags, f"{FLAG}={folder}"])
     return folder

@@ -6,7 +6,8 @@ import sys
 
 
 def run(*args, env=None):
-    env = {k: v for k, v in (env or os.environ).items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # as a user's shell
+    # As a user's shell: no log level or XLA flags set by other tests in this process.
+    env = {k: v for k, v in (env or os.environ).items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_XLA_FLAGS")}
     return subprocess.run([sys.executable, "-m", "keras_attention.cli", *args], capture_output=True, text=True,
                           timeout=600, env=env)
 

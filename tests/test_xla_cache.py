@@ -18,10 +18,12 @@ def test_the_flag_names_a_subfolder_per_tensorflow_version_and_cpu(tmp_path, mon
     assert machine_key().startswith("tf") and len(machine_key().rsplit("-", 1)[1]) == 12
 
 
-def test_a_cache_folder_already_in_the_flags_is_kept(tmp_path, monkeypatch):
+def test_a_cache_folder_already_in_the_flags_is_kept_unless_one_is_given(tmp_path, monkeypatch):
     monkeypatch.setenv("TF_XLA_FLAGS", f"{FLAG}=/somewhere/else")
-    assert use_xla_cache(str(tmp_path)) == "/somewhere/else"
-    assert os.environ["TF_XLA_FLAGS"] == f"{FLAG}=/somewhere/else" and not os.listdir(tmp_path)
+    assert use_xla_cache() == "/somewhere/else"
+    assert os.environ["TF_XLA_FLAGS"] == f"{FLAG}=/somewhere/else"
+    folder = use_xla_cache(str(tmp_path))  # given: it replaces the one in the flags
+    assert folder == os.path.join(str(tmp_path), machine_key()) and os.environ["TF_XLA_FLAGS"] == f"{FLAG}={folder}"
 
 
 def test_the_default_folder_follows_the_environment(tmp_path, monkeypatch):
