@@ -62,6 +62,7 @@ RANGES = {
     "epochs": COUNT, "batch_size": COUNT, "batch_tokens": COUNT, "learning_rate": POSITIVE,
     "warmup_steps": COUNT_OR_ZERO, "label_smoothing": PROBABILITY_BELOW_ONE,
     "backup_every_steps": COUNT, "keep_checkpoints": COUNT_OR_ZERO, "bleu_sample": COUNT_OR_ZERO,
+    "length_buckets": COUNT,
     "cache_limit": COUNT, "dropout": PROBABILITY_BELOW_ONE, "attention_dropout": PROBABILITY_BELOW_ONE,
     # data
     "vocab_size": COUNT, "target_vocab_size": COUNT, "max_length": COUNT, "vocab_sample": COUNT,

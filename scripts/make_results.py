@@ -121,7 +121,7 @@ def training():
     ]
     if "compile_cost" in r:
         cost = r["compile_cost"]
-        lines += ["", f"Compilation, paid once a run (`{cost['command']}`"
+        lines += ["", f"What compiling costs a short run (`{cost['command']}`"
                   + (f", measured with `{cost['measured_by']}`" if "measured_by" in cost else "")
                   + (f" on {cost['date']}, {cost['machine']}" if "machine" in cost else "") + "):", "",
                   "| XLA | whole command (s) | training (s) | to the first step (s) | steps beyond the median (s) "
@@ -134,6 +134,11 @@ def training():
             lines.append(f"| {xla} | {run['wall_seconds']:.0f} | {run['train_seconds']:.0f} "
                          f"| {run['seconds_to_first_step']:.0f} | {run['seconds_beyond_median']:.0f} "
                          f"| {shapes['train']} + {shapes['validation']} |")
+        xla_shapes = [run["batch_shapes"]["train"] for run in cost["runs"] if run["xla"]]
+        lines += ["", "Under XLA each training shape is one length bucket, compiled once: a run gets one bucket "
+                  f"for every 10,000 pairs it trains on (this one: {xla_shapes[0] if xla_shapes else '-'}), and "
+                  "the validation pass runs without XLA. The program cache keeps the compiled programs for the "
+                  "next run."]
     lines += ["", provenance(r, "training.json", "python scripts/benchmark_training.py --json benchmarks/training.json")]
     return "\n".join(lines) + "\n"
 

@@ -150,10 +150,10 @@ def test_a_corpus_smaller_than_a_batch_trains_on_partial_batches(tmp_path, capsy
 def test_results_report_the_start_up(demo_dir):
     import json
 
-    start = json.loads((demo_dir / "results.json").read_text())["start_up"]
+    results = json.loads((demo_dir / "results.json").read_text())
+    start = results["start_up"]
     assert start["seconds_to_first_step"] > 0 and start["seconds_beyond_median"] >= 0
     shapes = start["batch_shapes"]
-    # Padded to their length bucket's boundary: at most the 8 "auto" buckets and a last one.
-    assert 1 <= shapes["train"] <= 9
-    # Validation on the training buckets: at most a full and a partial batch shape each.
-    assert 1 <= shapes["validation"] <= 2 * 9
+    # The quick demo trains without XLA: batches padded to their longest pair, at most a shape each.
+    assert 1 <= shapes["train"] <= results["steps_per_epoch"]
+    assert shapes["validation"] >= 1

@@ -41,6 +41,10 @@ class TrainConfig:
         label_smoothing: epsilon of the loss.
         strategy, precision, jit_compile: see `training.distribution` (XLA
             is used with one replica only).
+        length_buckets: how many length buckets the training batches take
+            (under XLA, the batch shapes compiled); None chooses from the
+            number of pairs the run trains on (see
+            `training.corpus.length_buckets`).
         cpu_dropout: cheaper dropout random numbers under XLA on a CPU (see
             `keras_attention.cpu_dropout`; without effect on a GPU).
         output_dir: where checkpoints, the translator and results go (other
@@ -107,6 +111,7 @@ class TrainConfig:
     strategy: str = "auto"
     precision: str = "float32"
     jit_compile: bool = True
+    length_buckets: int = None
     cpu_dropout: bool = True
     output_dir: str = "runs/latest"
     backup_every_steps: int = None

@@ -17,6 +17,27 @@ from keras_attention.training.config import DATASETS, USER_FILES
 
 # Pairs whose lengths are measured before training when a corpus streams.
 STATS_SAMPLE = 100_000
+# Under XLA each length bucket is one more batch shape, compiled once (10-20 s
+# for the small models on a CPU); each saves padding on every batch it holds.
+# A run gets a bucket for each PAIRS_PER_BUCKET pairs it trains on (epochs
+# times pairs), at least 1 and at most MAX_BUCKETS: a short run pads to one
+# shape, a long run pays a few compilations for less padding.
+PAIRS_PER_BUCKET = 10_000
+MAX_BUCKETS = 8
+
+
+def length_buckets(config, pairs):
+    """How many length buckets the training batches take (`config.length_buckets` if set).
+
+    Without XLA a new shape costs little, so `MAX_BUCKETS`; with it, one for
+    each `PAIRS_PER_BUCKET` pairs the run trains on (`pairs` a pass, None
+    for a corpus of unknown size, which gets `MAX_BUCKETS`).
+    """
+    if config.length_buckets:
+        return config.length_buckets
+    if not config.jit_compile or pairs is None:
+        return MAX_BUCKETS
+    return max(1, min(MAX_BUCKETS, pairs * config.epochs // PAIRS_PER_BUCKET))
 
 
 def load_splits(config, report=None):
@@ -175,12 +196,16 @@ def prepare_data(config, strategy):
           f"{' (joint)' if source_tok is target_tok else ''}, from at most {config.vocab_sample:,} "
           f"sentences ({time.time() - started:.0f} s).")
     report.reset()  # count the training pass only, not the vocabulary's sample
+    buckets = length_buckets(config, total)
+    if config.jit_compile:
+        print(f"Length buckets: {buckets} (batch shapes XLA compiles for)"
+              f"{'' if config.length_buckets else ', chosen from the pairs the run trains on'}.")
 
     def batches(drop_remainder):
         return data.make_translation_dataset(
             train_pairs, source_tok, target_tok, None if config.batch_tokens else config.batch_size,
             batch_tokens=config.batch_tokens, max_length=config.max_length,
-            bucket_boundaries="auto", pad_to_bucket_boundary=config.jit_compile,
+            bucket_boundaries=buckets, pad_to_bucket_boundary=config.jit_compile,
             drop_remainder=drop_remainder, shuffle=True, seed=config.seed, return_stats=True,
             cache=not streaming, stats_sample=STATS_SAMPLE if streaming else None, report=report,
             strict=config.strict_data and len(train_pairs.element_spec) == 3,
@@ -204,8 +229,7 @@ def prepare_data(config, strategy):
     if steps_per_epoch == 0:
         raise ValueError(f"The training data gives no batch ({stats}); raise --max-length "
                          f"(now {config.max_length}) or give more data.")
-    boundaries = data.auto_bucket_boundaries(stats.lengths)  # those of the training batches
-    valid_ds = _valid_batches(config, valid_pairs, source_tok, target_tok, config.max_length, boundaries)
+    valid_ds = _valid_batches(config, valid_pairs, source_tok, target_tok, config.max_length)
     return TrainingData(train_ds, valid_ds, valid_pairs, test_pairs, source_tok, target_tok,
                         steps_per_epoch, schedule_steps, config.max_length, description, report,
                         streaming)
@@ -243,8 +267,10 @@ def _batch_words(config):
 def _prepared_data(config, valid_pairs, test_pairs, description, report, strategy):
     corpus = data.PreparedCorpus(config.data_dir)
     source_tok, target_tok = corpus.tokenizers()
+    boundaries = corpus.bucket_boundaries(length_buckets(config, corpus.num_pairs))
     batching = dict(batch_size=None if config.batch_tokens else config.batch_size,
-                    batch_tokens=config.batch_tokens, pad_to_bucket_boundary=config.jit_compile,
+                    batch_tokens=config.batch_tokens, bucket_boundaries=boundaries,
+                    pad_to_bucket_boundary=config.jit_compile,
                     num_workers=distribution.num_workers(strategy))
     steps_per_epoch = corpus.steps_per_epoch(**batching)
     if steps_per_epoch == 0:
@@ -266,15 +292,13 @@ def _prepared_data(config, valid_pairs, test_pairs, description, report, strateg
                             corpus.manifest.get("target_language", config.target)))
 
 
-def _valid_batches(config, valid_pairs, source_tok, target_tok, max_length, boundaries="auto"):
+def _valid_batches(config, valid_pairs, source_tok, target_tok, max_length):
     if valid_pairs is None:
         return None
-    # Under XLA each new batch shape compiles the evaluation step anew: the
-    # validation batches take the training batches' length buckets, padded to
-    # their boundaries, so they add at most a shape or two per bucket.
-    buckets = dict(bucket_boundaries=boundaries, pad_to_bucket_boundary=True) if config.jit_compile else {}
+    # The evaluation step runs without XLA (see `recipe._compile`), where a new
+    # shape costs little: batches of similar lengths, padded to their longest pair.
     valid_ds = data.make_translation_dataset(
         valid_pairs, source_tok, target_tok, config.batch_size, max_length=max_length,
-        on_long="truncate", **buckets,
+        on_long="truncate", bucket_boundaries="auto",
     )
     return valid_ds.apply(tf.data.experimental.assert_cardinality(len(batch_shapes(valid_ds))))

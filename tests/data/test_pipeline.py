@@ -118,6 +118,20 @@ def test_pad_to_bucket_boundary_gives_few_shapes(val_pairs, de_tokenizer, en_tok
         )
 
 
+@pytest.mark.parametrize("buckets", [1, 3])
+def test_a_number_of_buckets_bounds_the_shapes(val_pairs, de_tokenizer, en_tokenizer, buckets):
+    ds, stats = make_translation_dataset(
+        val_pairs, de_tokenizer, en_tokenizer, 32, bucket_boundaries=buckets, pad_to_bucket_boundary=True,
+        return_stats=True,
+    )  # fmt: skip
+    shapes = {(x.shape[1], y_in.shape[1]) for (x, y_in), _ in ds.as_numpy_iterator()}
+    assert len(shapes) == buckets and all(a == b for a, b in shapes)
+    assert max(shapes)[0] == stats.lengths.max()  # the last bucket reaches the longest pair
+    assert len(rows(ds)) == 1014
+    with pytest.raises(ValueError, match="bucket_boundaries=0"):
+        make_translation_dataset(val_pairs, de_tokenizer, en_tokenizer, 8, bucket_boundaries=0)
+
+
 def test_shuffle_is_seeded(val_pairs, de_tokenizer, en_tokenizer):
     def first_batch(**kwargs):
         ds = make_translation_dataset(val_pairs, de_tokenizer, en_tokenizer, 16, **kwargs)

@@ -1,0 +1,50 @@
+"""The training batches' length buckets: how many, and the batch shapes they give."""
+
+import dataclasses
+
+import pytest
+
+from keras_attention.training import corpus
+from keras_attention.training.config import TrainConfig
+from keras_attention.training.corpus import MAX_BUCKETS, PAIRS_PER_BUCKET, batch_shapes, length_buckets
+
+
+@pytest.mark.parametrize("pairs, epochs, jit_compile, expected", [
+    (2_000, 1, True, 1),  # a short run: one shape
+    (PAIRS_PER_BUCKET - 1, 1, True, 1),
+    (PAIRS_PER_BUCKET, 3, True, 3),  # one bucket for each PAIRS_PER_BUCKET pairs trained on
+    (29_000, 2, True, 5),
+    (29_000, 12, True, MAX_BUCKETS),  # capped
+    (None, 1, True, MAX_BUCKETS),  # a corpus of unknown size
+    (2_000, 1, False, MAX_BUCKETS),  # without XLA a shape costs little
+])
+def test_length_buckets_grow_with_the_pairs_a_run_trains_on(pairs, epochs, jit_compile, expected):
+    config = TrainConfig(dataset="dates", epochs=epochs, jit_compile=jit_compile)
+    assert length_buckets(config, pairs) == expected
+    assert length_buckets(dataclasses.replace(config, length_buckets=6), pairs) == 6  # the user's choice wins
+
+
+def test_length_buckets_is_checked():
+    with pytest.raises(ValueError, match="length_buckets=0"):
+        TrainConfig(length_buckets=0)
+
+
+def _train_shapes(**options):
+    config = TrainConfig(model="bahdanau", preset="tiny", dataset="dates", vocab_size=200, target_vocab_size=40,
+                         max_length=48, batch_size=32, max_train_examples=2_000, **options)
+    prepared = corpus.prepare_data(config, strategy=None)
+    return set(batch_shapes(prepared.train.take(prepared.steps_per_epoch))), prepared
+
+
+@pytest.mark.parametrize("epochs, buckets", [(1, 1), (10, 2)])
+def test_xla_batches_take_one_shape_a_bucket(epochs, buckets):
+    shapes, prepared = _train_shapes(epochs=epochs, jit_compile=True)
+    assert len(shapes) == buckets  # 2,000 pairs: one bucket an epoch of them
+    # Every batch is full (the ragged rest of a bucket is dropped) and source and target are padded alike.
+    assert all(x[0] == 32 and x[1] == y[1] for x, y in shapes)
+    assert prepared.steps_per_epoch >= 2_000 // 32 - buckets
+
+
+def test_without_xla_batches_are_padded_to_their_longest_pair():
+    shapes, _ = _train_shapes(epochs=1, jit_compile=False)
+    assert len(shapes) > MAX_BUCKETS  # bucketed by length, each batch as long as its longest pair
