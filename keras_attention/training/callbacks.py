@@ -167,17 +167,29 @@ class CorpusReportCallback(keras.callbacks.Callback):
     Args:
         report: a `keras_attention.data.CorpusReport` the training data counts into.
         verbose: bool. Print the line. Defaults to True.
+        limit: int or None. The pass used only the first `limit` pairs
+            (`TrainConfig.max_train_examples`). When the reader ran ahead of
+            the limit, its counts (read, kept, skipped lines) go beyond the
+            pairs used: only the pairs dropped for their token length, counted
+            after the limit, are reported then. Defaults to None.
     """
 
-    def __init__(self, report, verbose=True):
+    def __init__(self, report, verbose=True, limit=None):
         super().__init__()
         self.report = report
         self.verbose = verbose
+        self.limit = limit
         self.counts = None
 
     def on_epoch_end(self, epoch, logs=None):
         if self.counts is not None:
             return
         self.counts = self.report.to_dict()
+        text = str(self.report)
+        if self.limit is not None and self.counts["kept"] > self.limit:
+            dropped = self.counts.get("too_long_tokens", 0)
+            self.counts = {"used": self.limit, "too_long_tokens": dropped}
+            text = (f"the first {self.limit:,} pairs (max_train_examples); "
+                    + (f"{dropped:,} dropped with more tokens than the maximum length" if dropped else "none dropped"))
         if self.verbose:
-            print(f"\nTraining data, first pass: {self.report}")
+            print(f"\nTraining data, first pass: {text}")

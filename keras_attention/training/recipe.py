@@ -190,7 +190,7 @@ def _build_and_compile(config, prepared, strategy, jit_compile):
 
 def _callbacks(config, prepared, translator, output_dir, history_path, resumed_from, verbose):
     """The run's callbacks, in order, and the two whose figures go into results.json."""
-    report_callback = CorpusReportCallback(prepared.report, verbose=bool(verbose))
+    report_callback = CorpusReportCallback(prepared.report, verbose=bool(verbose), limit=config.max_train_examples)
     callbacks = [] if config.dataset == "prepared" else [report_callback]  # BLEU next, for the CSV log
     if prepared.valid_pairs is not None and config.bleu_sample:
         sample = [(s.decode(), t.decode())

@@ -54,3 +54,38 @@ def test_step_timer_summary_before_any_step():
     from keras_attention.training.callbacks import StepTimer
 
     assert StepTimer().summary() == {"seconds_to_first_step": None, "seconds_beyond_median": 0.0}
+
+
+def _report_after_reading(tmp_path, lines, limit):
+    """A `CorpusReport` after one pass over the first `limit` pairs of a `lines`-line corpus."""
+    from keras_attention.data import CorpusReport
+    from keras_attention.data.streaming import read_parallel_text
+
+    source, target = tmp_path / "c.en", tmp_path / "c.de"
+    source.write_text("".join(f"a {i}\n" for i in range(lines)), encoding="utf-8")
+    target.write_text("".join(f"b {i}\n" for i in range(lines)), encoding="utf-8")
+    report = CorpusReport()
+    used = sum(1 for _ in read_parallel_text(str(source), str(target), report=report).take(limit))
+    assert used == min(lines, limit)
+    return report
+
+
+def test_corpus_report_of_a_limited_pass_names_the_pairs_used(tmp_path, capsys):
+    from keras_attention.training.callbacks import CorpusReportCallback
+
+    report = _report_after_reading(tmp_path, 3000, 100)
+    assert report.counts()["read"] > 100  # the reader ran ahead of the limit
+    callback = CorpusReportCallback(report, limit=100)
+    callback.on_epoch_end(0)
+    assert "first pass: the first 100 pairs (max_train_examples); none dropped" in capsys.readouterr().out
+    assert callback.counts == {"used": 100, "too_long_tokens": 0}
+
+
+def test_corpus_report_of_a_corpus_below_the_limit_is_the_readers(tmp_path, capsys):
+    from keras_attention.training.callbacks import CorpusReportCallback
+
+    report = _report_after_reading(tmp_path, 50, 100)
+    callback = CorpusReportCallback(report, limit=100)
+    callback.on_epoch_end(0)
+    assert "first pass: read 50 pairs, kept 50; none skipped" in capsys.readouterr().out
+    assert callback.counts["kept"] == 50
