@@ -64,3 +64,26 @@ def test_shared_embedding_is_one_matrix_and_survives_saving_and_export(shared_ru
 def test_shared_embeddings_refuse_what_cannot_share(options, message):
     with pytest.raises(ValueError, match=message):
         TrainConfig(share_embeddings=True, **options)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_the_training_step_is_traced_once(jit_compile, monkeypatch):
+    # Optimizer variables made during the first trace would make TensorFlow trace the step twice.
+    from keras_attention.models.transformer import Transformer
+    from keras_attention.training import corpus, distribution
+    from keras_attention.training.recipe import _build_and_compile
+
+    traces = []
+    train_step = Transformer.train_step
+    monkeypatch.setattr(Transformer, "train_step", lambda self, data: traces.append(1) or train_step(self, data))
+    config = TrainConfig(
+        model="transformer", preset="tiny", dataset="dates", vocab_size=240, max_length=40, epochs=1,
+        batch_size=16, max_train_examples=64, jit_compile=jit_compile, length_buckets=1,
+        overrides=dict(num_layers=1, d_model=16, num_heads=2, intermediate_dim=32),
+    )
+    strategy = distribution.get_strategy("default")
+    prepared = corpus.prepare_data(config, strategy)
+    model = _build_and_compile(config, prepared, strategy, jit_compile)
+    batch = next(iter(prepared.train))
+    model.fit(tf.data.Dataset.from_tensors(batch).repeat(3), epochs=1, verbose=0)
+    assert len(traces) == 1  # one trace (the Python step runs once a trace)
