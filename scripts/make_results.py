@@ -74,6 +74,8 @@ def multi30k():
                 else f"RNN without attention ({config['preset']})")
         if config.get("share_embeddings"):
             name += ", one vocabulary, shared embeddings"
+        if config.get("lower_case"):
+            name += ", trained lower-cased"
         averaged = r.get("test_average_beam4") or {}
         fairseq = (f"| {averaged['bleu_moses_lowercase']:.1f} " if "bleu_moses_lowercase" in averaged
                    else "| not scored ") if moses else ""
