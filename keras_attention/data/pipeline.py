@@ -169,8 +169,8 @@ def make_translation_dataset(
         ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
     if isinstance(bucket_boundaries, str) and bucket_boundaries == "auto":
         bucket_boundaries = auto_bucket_boundaries(stats.lengths)
-    elif _is_count(bucket_boundaries):
-        bucket_boundaries = auto_bucket_boundaries(stats.lengths, num_buckets=int(bucket_boundaries))
+    elif isinstance(bucket_boundaries, int):  # a number of buckets, checked above
+        bucket_boundaries = auto_bucket_boundaries(stats.lengths, num_buckets=bucket_boundaries)
     longest = int(stats.lengths.max(initial=0))  # longest pair, markers included
     if stats.sampled and max_length is not None:  # a longer pair may come after the sample
         longest = max(longest, min(max(max_source, max_target), np.iinfo(np.int32).max - 1))
@@ -202,9 +202,10 @@ def _check_arguments(pairs, strict, batch_size, batch_tokens, bucket_boundaries,
         check_positive_int("batch_tokens", batch_tokens)
         bucket_boundaries = "auto" if bucket_boundaries is None else bucket_boundaries
     check_choice("on_long", on_long, ("drop", "truncate"))
-    if isinstance(bucket_boundaries, (int, np.integer)) and not _is_count(bucket_boundaries):
-        raise ValueError("`bucket_boundaries` as a number of buckets must be a positive int. "
-                         f"Received: bucket_boundaries={bucket_boundaries!r}")
+    if isinstance(bucket_boundaries, np.integer):
+        bucket_boundaries = int(bucket_boundaries)
+    if isinstance(bucket_boundaries, int):  # a number of buckets (a bool is refused here too)
+        check_positive_int("bucket_boundaries", bucket_boundaries)
     max_source, max_target = _max_lengths(max_length)
     if pad_to_bucket_boundary and bucket_boundaries is None:
         raise ValueError(
@@ -217,11 +218,6 @@ def _check_arguments(pairs, strict, batch_size, batch_tokens, bucket_boundaries,
             "cannot tell the longest pair). Received: max_length=None"
         )
     return bucket_boundaries, max_source, max_target
-
-
-def _is_count(value):
-    """True for a positive int (not a bool): a number of buckets."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > 0
 
 
 def _token_ids(pairs, source_tokenizer, target_tokenizer, max_source, max_target, max_length, on_long, strict,

@@ -118,7 +118,7 @@ def test_pad_to_bucket_boundary_gives_few_shapes(val_pairs, de_tokenizer, en_tok
         )
 
 
-@pytest.mark.parametrize("buckets", [1, 3])
+@pytest.mark.parametrize("buckets", [1, np.int64(3)])
 def test_a_number_of_buckets_bounds_the_shapes(val_pairs, de_tokenizer, en_tokenizer, buckets):
     ds, stats = make_translation_dataset(
         val_pairs, de_tokenizer, en_tokenizer, 32, bucket_boundaries=buckets, pad_to_bucket_boundary=True,
@@ -128,8 +128,9 @@ def test_a_number_of_buckets_bounds_the_shapes(val_pairs, de_tokenizer, en_token
     assert len(shapes) == buckets and all(a == b for a, b in shapes)
     assert max(shapes)[0] == stats.lengths.max()  # the last bucket reaches the longest pair
     assert len(rows(ds)) == 1014
-    with pytest.raises(ValueError, match="bucket_boundaries=0"):
-        make_translation_dataset(val_pairs, de_tokenizer, en_tokenizer, 8, bucket_boundaries=0)
+    for wrong in (0, True):
+        with pytest.raises(ValueError, match=f"bucket_boundaries={wrong}"):
+            make_translation_dataset(val_pairs, de_tokenizer, en_tokenizer, 8, bucket_boundaries=wrong)
 
 
 def test_shuffle_is_seeded(val_pairs, de_tokenizer, en_tokenizer):
