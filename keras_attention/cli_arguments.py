@@ -4,7 +4,7 @@ import argparse
 
 from keras_attention import DATA_ENV_VAR, __version__
 from keras_attention.options import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
-from keras_attention.options import MODEL_KINDS, PRESET_NAMES
+from keras_attention.options import MAX_BUCKETS, MODEL_KINDS, PAIRS_PER_BUCKET, PRESET_NAMES
 from keras_attention.options import argument_type as checked
 
 DEFAULT_SOURCE, DEFAULT_TARGET = "en", "de"
@@ -68,7 +68,8 @@ def _add_training_flags(parser):
     group.add_argument("--no-jit", action="store_true", help="do not compile with XLA")
     group.add_argument("--length-buckets", type=checked("length_buckets"), metavar="N",
                        help="length buckets of the training batches, each one batch shape under XLA "
-                            "(default: 1 for every 10,000 pairs trained on, epochs included, up to 8)")
+                            f"(default: 1 for every {PAIRS_PER_BUCKET:,} pairs trained on, epochs included, "
+                            f"up to {MAX_BUCKETS})")
     _add_xla_cache_flags(group)
     group.add_argument("--no-cpu-dropout", action="store_true",
                        help="Keras' dropout random numbers even under XLA on a CPU (see keras_attention.cpu_dropout)")

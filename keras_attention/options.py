@@ -52,6 +52,15 @@ CTRANSLATE2_QUANTIZATIONS = (
     "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32"
 )
 
+# Under XLA each length bucket is one more batch shape, compiled once (10-20 s
+# for the small models on a CPU); each saves padding on every batch it holds.
+# A run gets a bucket for each PAIRS_PER_BUCKET pairs it trains on (epochs
+# times pairs), at least 1 and at most MAX_BUCKETS: a short run pads to one
+# shape, a long run pays a few compilations for less padding
+# (`training.corpus.length_buckets`, `train --length-buckets`).
+PAIRS_PER_BUCKET = 10_000
+MAX_BUCKETS = 8
+
 COUNT = Range(int, 1)
 COUNT_OR_ZERO = Range(int, 0)
 POSITIVE = Range(float, 0, low_open=True)

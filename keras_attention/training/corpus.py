@@ -12,18 +12,12 @@ import time
 import tensorflow as tf
 
 from keras_attention import data
+from keras_attention.options import MAX_BUCKETS, PAIRS_PER_BUCKET
 from keras_attention.training import distribution
 from keras_attention.training.config import DATASETS, USER_FILES
 
 # Pairs whose lengths are measured before training when a corpus streams.
 STATS_SAMPLE = 100_000
-# Under XLA each length bucket is one more batch shape, compiled once (10-20 s
-# for the small models on a CPU); each saves padding on every batch it holds.
-# A run gets a bucket for each PAIRS_PER_BUCKET pairs it trains on (epochs
-# times pairs), at least 1 and at most MAX_BUCKETS: a short run pads to one
-# shape, a long run pays a few compilations for less padding.
-PAIRS_PER_BUCKET = 10_000
-MAX_BUCKETS = 8
 
 
 def length_buckets(config, pairs):
