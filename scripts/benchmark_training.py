@@ -197,23 +197,31 @@ COMPILE_COST_COMMAND = ["train", "--preset", "tiny", "--epochs", "1", "--max-tra
                         "--vocab-size", "500"]
 
 
-def compile_cost():
+def compile_cost(length_buckets=None):
     """The cost of compiling: `keras-attention train` (`COMPILE_COST_COMMAND`, Multi30k
-    from KERAS_ATTENTION_DATA) three times, each in its own process: with XLA and
-    an empty `--xla-cache` folder, with XLA again on the same folder (the programs
-    the first run compiled are loaded), and without XLA.
+    from KERAS_ATTENTION_DATA), each run in its own process: with XLA and an empty
+    `--xla-cache` folder, with XLA again on the same folder (the programs the run
+    before compiled are loaded), and without XLA.
+
+    `length_buckets`: None for the train command's own number of length buckets,
+    or a list of numbers, each run with XLA (empty and filled cache) with
+    `--length-buckets N`; the run without XLA comes once, last.
 
     Returns one row per run: wall-clock seconds of the whole command, training
     seconds, seconds to the first step, seconds of steps beyond the median
     (compilation), and the distinct batch shapes of training and validation.
     """
     rows = []
+    runs = [(True, "empty", n) for n in (length_buckets or [None]) for _ in range(2)] + [(False, None, None)]
     with tempfile.TemporaryDirectory(prefix="compile_cost_") as folder:
-        cache = os.path.join(folder, "xla-cache")
-        for xla, cache_state in ((True, "empty"), (True, "filled by the run before"), (False, None)):
+        for xla, cache_state, buckets in runs:
+            cache = os.path.join(folder, f"xla-cache-{buckets}")
+            if xla and os.path.isdir(cache):
+                cache_state = "filled by the run before"
             output = os.path.join(folder, f"run{len(rows)}")
             command = [sys.executable, "-m", "keras_attention.cli", *COMPILE_COST_COMMAND, "--output", output]
             command += ["--xla-cache", cache] if xla else ["--no-jit"]
+            command += ["--length-buckets", str(buckets)] if buckets else []
             env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
             started = time.perf_counter()
             subprocess.run(command, check=True, capture_output=True, text=True, env=env)
@@ -222,6 +230,7 @@ def compile_cost():
                 results = json.load(f)
             rows.append({"xla": xla, "xla_cache": cache_state, "wall_seconds": round(wall, 1),
                          "train_seconds": results["train_seconds"],
+                         **({"length_buckets": buckets} if buckets else {}),
                          **{k: v for k, v in results["start_up"].items() if k != "xla"}})
             print(f"compile cost, XLA {'on ' if xla else 'off'}, cache {cache_state}: {rows[-1]}", flush=True)
     return rows
@@ -273,12 +282,16 @@ def main(argv=None):
                              "without XLA (needs KERAS_ATTENTION_DATA)")
     parser.add_argument("--only-compile-cost", action="store_true",
                         help="measure the compile cost alone and store it in the existing --json file")
+    parser.add_argument("--length-buckets", type=int, nargs="+", metavar="N",
+                        help="compile cost: run the XLA command with each of these numbers of length buckets "
+                             "(default: the command's own choice)")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
     if args.only_compile_cost:
         with open(args.json, encoding="utf-8") as f:
             result = json.load(f)
-        result["compile_cost"] = {"command": "keras-attention " + " ".join(COMPILE_COST_COMMAND), "runs": compile_cost(),
+        result["compile_cost"] = {"command": "keras-attention " + " ".join(COMPILE_COST_COMMAND),
+                                  "runs": compile_cost(args.length_buckets),
                                   "measured_by": "python " + " ".join(sys.argv),
                                   "date": time.strftime("%Y-%m-%d"), "machine": machine()}
         with open(args.json, "w", encoding="utf-8") as f:
@@ -372,7 +385,7 @@ def main(argv=None):
     keras.config.set_dtype_policy("float32")
     if args.compile_cost:
         result["compile_cost"] = {"command": "keras-attention " + " ".join(COMPILE_COST_COMMAND),
-                                  "runs": compile_cost()}
+                                  "runs": compile_cost(args.length_buckets)}
     write_json(args.json, result)
     return result
 

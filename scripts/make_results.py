@@ -133,18 +133,38 @@ def training():
         for run in r["compile_cost"]["runs"]:
             shapes = run["batch_shapes"]
             xla = "on" if run["xla"] else "off"
+            if run.get("length_buckets"):
+                xla += f", `--length-buckets {run['length_buckets']}`"
             if run.get("xla_cache"):
                 xla += f", program cache {run['xla_cache']}"
             lines.append(f"| {xla} | {run['wall_seconds']:.0f} | {run['train_seconds']:.0f} "
                          f"| {run['seconds_to_first_step']:.0f} | {run['seconds_beyond_median']:.0f} "
                          f"| {shapes['train']} + {shapes['validation']} |")
-        xla_shapes = [run["batch_shapes"]["train"] for run in cost["runs"] if run["xla"]]
+        own = [run["batch_shapes"]["train"] for run in cost["runs"] if run["xla"] and not run.get("length_buckets")]
         lines += ["", "Under XLA each training shape is one length bucket, compiled once: a run gets one bucket "
-                  f"for every {PAIRS_PER_BUCKET:,} pairs it trains on (this one: {xla_shapes[0] if xla_shapes else '-'}), and "
-                  "the validation pass runs without XLA. The program cache keeps the compiled programs for the "
-                  "next run."]
+                  f"for every {PAIRS_PER_BUCKET:,} pairs it trains on"
+                  + (f" (this one: {own[0]})" if own else " (this command: 1)") + ", and the validation pass runs "
+                  "without XLA. The program cache keeps the compiled programs for the next run." + bucket_cost(cost)]
     lines += ["", provenance(r, "training.json", "python scripts/benchmark_training.py --json benchmarks/training.json")]
     return "\n".join(lines) + "\n"
+
+
+def bucket_cost(cost):
+    """A sentence on what one more length bucket costs, from rows run with `--length-buckets`, or ""."""
+    seconds = {(run["length_buckets"], run["xla_cache"] == "empty"): run["train_seconds"]
+               for run in cost["runs"] if run.get("length_buckets")}
+    counts = sorted({n for n, _ in seconds})
+    if len(counts) < 2:
+        return ""
+    low, high = counts[0], counts[-1]
+
+    def each(cold):
+        return (seconds[high, cold] - seconds[low, cold]) / (high - low)
+
+    return (f" Each bucket beyond the first changes the training time by {each(True):+.0f} s with an empty cache "
+            f"and {each(False):+.0f} s with a filled one ({low} against {high} buckets, their shorter padding "
+            "included): " + ("in a run this short the padding saved is worth less than the compiling."
+                             if each(False) > 0 else "the padding saved is worth more than the compiling."))
 
 
 def table(header, rows, notes):

@@ -103,3 +103,21 @@ def test_the_luong_scale_table(tmp_path, monkeypatch):
     assert "| Luong, general score (the paper's) | 6.5 | 5.53 4.58 | 0.97 | 81% |" in out
     assert "| Luong, general score / sqrt(units) | 18.3 | 5.53 4.58 | 0.55 | 4% |" in out
     assert "2 epochs, embeddings 128, 256 units" in out and "1,014 validation pairs" in out
+
+
+def test_what_a_length_bucket_costs_is_worked_out_from_the_sweep():
+    def run(buckets, cache, seconds):
+        return {"length_buckets": buckets, "xla_cache": cache, "train_seconds": seconds}
+
+    filled = "filled by the run before"
+    cost = {"runs": [run(1, "empty", 50.0), run(1, filled, 40.0), run(4, "empty", 80.0), run(4, filled, 55.0),
+                     {"xla": False, "xla_cache": None, "train_seconds": 30.0}]}
+    # (80 - 50) / 3 buckets = 10 s with an empty cache, (55 - 40) / 3 = 5 s with a filled one
+    sentence = make_results.bucket_cost(cost)
+    assert "by +10 s with an empty cache and +5 s with a filled one (1 against 4 buckets" in sentence
+    assert "worth less than the compiling" in sentence
+    cost["runs"][3]["train_seconds"] = 34.0  # more buckets pay: (34 - 40) / 3 = -2 s
+    sentence = make_results.bucket_cost(cost)
+    assert "+5 s with a filled one" not in sentence and "-2 s with a filled one" in sentence
+    assert "worth more than the compiling" in sentence
+    assert make_results.bucket_cost({"runs": cost["runs"][:2]}) == ""  # one count: nothing to compare
