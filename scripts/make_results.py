@@ -84,11 +84,13 @@ def multi30k():
         lines.append(f"| {name} | {direction.replace('-', '->')} | {config['epochs']} | {bleu(r['test'])} "
                      f"| {bleu(r.get('test_beam4'))} | {bleu(averaged)} {fairseq}"
                      f"| {r['test']['chrf']:.1f} | {r['train_seconds'] / 60:.0f} min | {r['parameters']:,} "
-                     f"| {r.get('commit') or 'not recorded'} |")
+                     f"| {r.get('commit') or 'not recorded'}{' (*)' if r.get('note') else ''} |")
     lines += ["", "BLEU is sacreBLEU on test_2016_flickr, cased 13a / lower-cased; beam 4 with the GNMT length "
               "penalty 0.6. Each row is `python scripts/train_multi30k.py --models MODEL --directions SRC-TGT` "
               "(its JSON in `benchmarks/multi30k/`), trained on a shared 2-core CPU machine; the rows ran on "
               "different days and hosts (whose speed differed up to 3x), so compare their BLEU, not their minutes."]
+    if any(r.get("note") for *_, r in runs):
+        lines += ["", "(*) Not made by that command alone: the run's JSON has a `note` saying how it was made."]
     if moses:
         gaps = [abs(s["bleu_moses_lowercase"] - s["bleu_lowercase"]) for *_, r in runs
                 for s in [r.get("test_average_beam4") or {}] if "bleu_moses_lowercase" in s]

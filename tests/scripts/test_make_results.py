@@ -67,6 +67,10 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
     assert names == ["| transformer (small) | en->de",
                      "| transformer (small), one vocabulary, shared embeddings | en->de",
                      "| transformer (small) | de->en"]
+    assert "(*)" not in "\n".join(lines)
+    (runs / "transformer-shared-en-de.json").write_text(json.dumps({**variant, "note": "stopped after epoch 9"}))
+    table = make_results.multi30k()  # a run made otherwise than by the command is marked and told
+    assert table.count("(*)") == 2 and "| abc1234 (*) |" in table and "has a `note`" in table
 
 
 def test_the_inference_table(tmp_path, monkeypatch):
