@@ -4,7 +4,7 @@ import argparse
 
 from keras_attention import DATA_ENV_VAR, __version__
 from keras_attention.options import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
-from keras_attention.options import MAX_BUCKETS, MODEL_KINDS, PAIRS_PER_BUCKET, PRESET_NAMES
+from keras_attention.options import MAX_BUCKETS, MODEL_KINDS, PAIRS_PER_BUCKET, PRESET_NAMES, XLA_MIN_PAIRS
 from keras_attention.options import argument_type as checked
 
 DEFAULT_SOURCE, DEFAULT_TARGET = "en", "de"
@@ -65,7 +65,11 @@ def _add_training_flags(parser):
                        help="Transformer: dropout on the attention weights (default: 0)")
     group.add_argument("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker"))
     group.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"))
-    group.add_argument("--no-jit", action="store_true", help="do not compile with XLA")
+    xla = group.add_mutually_exclusive_group()
+    xla.add_argument("--jit", action="store_true",
+                     help="compile the training step with XLA however short the run (default: when it trains "
+                          f"on at least {XLA_MIN_PAIRS:,} pairs, epochs included)")
+    xla.add_argument("--no-jit", action="store_true", help="do not compile with XLA")
     group.add_argument("--length-buckets", type=checked("length_buckets"), metavar="N",
                        help="length buckets of the training batches, each one batch shape under XLA "
                             f"(default: 1 for every {PAIRS_PER_BUCKET:,} pairs trained on, epochs included, "
@@ -277,7 +281,7 @@ def config_from_args(args):
         epochs=args.epochs, batch_size=args.batch_size, batch_tokens=args.batch_tokens,
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
         label_smoothing=args.label_smoothing, strategy=args.strategy, precision=args.precision,
-        jit_compile=not args.no_jit, length_buckets=args.length_buckets,
+        jit_compile=False if args.no_jit else True if args.jit else "auto", length_buckets=args.length_buckets,
         cpu_dropout=not args.no_cpu_dropout, output_dir=args.output,
         max_test_examples=args.max_test_examples,
         backup_every_steps=args.backup_every_steps, keep_backup=args.keep_backup,

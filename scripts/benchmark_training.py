@@ -58,6 +58,7 @@ import tensorflow as tf
 
 from keras_attention.cpu_dropout import use_cpu_dropout
 from keras_attention.models import Transformer
+from keras_attention.options import argument_type
 from keras_attention.training import MaskedSparseCrossEntropy
 from timing import alternated_medians, device, machine, write_json
 
@@ -199,28 +200,30 @@ COMPILE_COST_COMMAND = ["train", "--preset", "tiny", "--epochs", "1", "--max-tra
 
 def compile_cost(length_buckets=None):
     """The cost of compiling: `keras-attention train` (`COMPILE_COST_COMMAND`, Multi30k
-    from KERAS_ATTENTION_DATA), each run in its own process: with XLA and an empty
-    `--xla-cache` folder, with XLA again on the same folder (the programs the run
-    before compiled are loaded), and without XLA.
+    from KERAS_ATTENTION_DATA), each run in its own process: with XLA (`--jit`) and
+    an empty `--xla-cache` folder, with XLA again on the same folder (the programs
+    the run before compiled are loaded), without XLA (`--no-jit`), and as the
+    command comes (XLA "auto": on only for a run long enough to repay it).
 
     `length_buckets`: None for the train command's own number of length buckets,
     or a list of numbers, each run with XLA (empty and filled cache) with
-    `--length-buckets N`; the run without XLA comes once, last.
+    `--length-buckets N`; the runs without XLA and by default come once, last.
 
-    Returns one row per run: wall-clock seconds of the whole command, training
+    Returns one row per run: `jit` ("on", "off" or "auto") and `xla` (whether
+    the run compiled), wall-clock seconds of the whole command, training
     seconds, seconds to the first step, seconds of steps beyond the median
     (compilation), and the distinct batch shapes of training and validation.
     """
     rows = []
-    runs = [(True, "empty", n) for n in (length_buckets or [None]) for _ in range(2)] + [(False, None, None)]
+    # Per number of buckets, a pair of runs on one cache folder: the second loads what the first compiled.
+    runs = [("on", state, n) for n in (length_buckets or [None]) for state in ("empty", "filled by the run before")]
+    runs += [("off", None, None), ("auto", None, None)]
+    flags = {"on": ["--jit"], "off": ["--no-jit"], "auto": []}
     with tempfile.TemporaryDirectory(prefix="compile_cost_") as folder:
-        for xla, cache_state, buckets in runs:
-            cache = os.path.join(folder, f"xla-cache-{buckets}")
-            if xla and os.path.isdir(cache):
-                cache_state = "filled by the run before"
+        for jit, cache_state, buckets in runs:
             output = os.path.join(folder, f"run{len(rows)}")
             command = [sys.executable, "-m", "keras_attention.cli", *COMPILE_COST_COMMAND, "--output", output]
-            command += ["--xla-cache", cache] if xla else ["--no-jit"]
+            command += flags[jit] + ["--xla-cache", os.path.join(folder, f"xla-cache-{jit}-{buckets}")]
             command += ["--length-buckets", str(buckets)] if buckets else []
             env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
             started = time.perf_counter()
@@ -228,11 +231,12 @@ def compile_cost(length_buckets=None):
             wall = time.perf_counter() - started
             with open(os.path.join(output, "results.json"), encoding="utf-8") as f:
                 results = json.load(f)
-            rows.append({"xla": xla, "xla_cache": cache_state, "wall_seconds": round(wall, 1),
-                         "train_seconds": results["train_seconds"],
+            xla = results["start_up"]["xla"]
+            rows.append({"jit": jit, "xla": xla, "xla_cache": cache_state if xla else None,
+                         "wall_seconds": round(wall, 1), "train_seconds": results["train_seconds"],
                          **({"length_buckets": buckets} if buckets else {}),
                          **{k: v for k, v in results["start_up"].items() if k != "xla"}})
-            print(f"compile cost, XLA {'on ' if xla else 'off'}, cache {cache_state}: {rows[-1]}", flush=True)
+            print(f"compile cost, jit {jit}, cache {cache_state}: {rows[-1]}", flush=True)
     return rows
 
 
@@ -282,7 +286,7 @@ def main(argv=None):
                              "without XLA (needs KERAS_ATTENTION_DATA)")
     parser.add_argument("--only-compile-cost", action="store_true",
                         help="measure the compile cost alone and store it in the existing --json file")
-    parser.add_argument("--length-buckets", type=int, nargs="+", metavar="N",
+    parser.add_argument("--length-buckets", type=argument_type("length_buckets"), nargs="+", metavar="N",
                         help="compile cost: run the XLA command with each of these numbers of length buckets "
                              "(default: the command's own choice)")
     parser.add_argument("--json", help="write the figures to this file")

@@ -96,3 +96,22 @@ def test_dropout_flags_reach_the_model():
     args = _parser().parse_args(["train", "--model", "luong", "--attention-dropout", "0.1"])
     with pytest.raises(ValueError, match="--attention-dropout is for the Transformer.*--model luong"):
         config_from_args(args)
+
+
+@pytest.mark.parametrize("flags, expected", [([], "auto"), (["--jit"], True), (["--no-jit"], False)])
+def test_the_xla_flags_reach_the_config(flags, expected):
+    from keras_attention.cli_arguments import config_from_args
+
+    assert config_from_args(_parser().parse_args(["train", *flags])).jit_compile == expected
+
+
+def test_jit_and_no_jit_exclude_each_other(capsys):
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["train", "--jit", "--no-jit"])
+    assert "argument --no-jit: not allowed with argument --jit" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", [1, 0, "yes", None])
+def test_jit_compile_is_true_false_or_auto(value):
+    with pytest.raises(ValueError, match=rf"`jit_compile` must be True, False or \"auto\". Received: jit_compile={value!r}"):
+        TrainConfig(jit_compile=value)

@@ -39,8 +39,11 @@ class TrainConfig:
             the Transformer, 1e-3 for RNNs).
         warmup_steps: Transformer warm-up; None means 5% of all steps.
         label_smoothing: epsilon of the loss.
-        strategy, precision, jit_compile: see `training.distribution` (XLA
-            is used with one replica only).
+        strategy, precision: see `training.distribution`.
+        jit_compile: compile the training step with XLA: True, False, or
+            "auto" (the default): only when the run trains on at least
+            `options.XLA_MIN_PAIRS` pairs, epochs times pairs (see
+            `training.corpus.use_xla`). XLA is used with one replica only.
         length_buckets: how many length buckets the training batches take
             (under XLA, the batch shapes compiled); None chooses from the
             number of pairs the run trains on (see
@@ -110,7 +113,7 @@ class TrainConfig:
     label_smoothing: float = 0.1
     strategy: str = "auto"
     precision: str = "float32"
-    jit_compile: bool = True
+    jit_compile: object = "auto"  # True, False or "auto"
     length_buckets: int = None
     cpu_dropout: bool = True
     output_dir: str = "runs/latest"
@@ -135,6 +138,8 @@ class TrainConfig:
 
     def __post_init__(self):
         check_options(self)  # the ranges the command line checks too
+        if not (isinstance(self.jit_compile, bool) or self.jit_compile == "auto"):
+            raise ValueError(f'`jit_compile` must be True, False or "auto". Received: jit_compile={self.jit_compile!r}')
         if self.share_embeddings and self.model != "transformer":
             raise ValueError("--share-embeddings is for the Transformer (an RNN's source and target "
                              f"embeddings differ in use). Received: --model {self.model}")

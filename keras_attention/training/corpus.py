@@ -12,12 +12,33 @@ import time
 import tensorflow as tf
 
 from keras_attention import data
-from keras_attention.options import MAX_BUCKETS, PAIRS_PER_BUCKET
+from keras_attention.options import MAX_BUCKETS, PAIRS_PER_BUCKET, XLA_MIN_PAIRS
 from keras_attention.training import distribution
 from keras_attention.training.config import DATASETS, USER_FILES
 
 # Pairs whose lengths are measured before training when a corpus streams.
 STATS_SAMPLE = 100_000
+
+
+def use_xla(config, pairs, strategy):
+    """`(whether the training step compiles with XLA, why)` for a run on `pairs` pairs a pass.
+
+    XLA needs one replica (`distribution.xla_supported`). Then True or
+    False in `config.jit_compile` decides; "auto" compiles when the run
+    trains on at least `XLA_MIN_PAIRS` pairs (epochs times pairs, `pairs`
+    None for a corpus of unknown size): a shorter run ends before the faster
+    steps repay the compilation.
+    """
+    if strategy is not None and not distribution.xla_supported(strategy):
+        return False, "XLA needs one replica"
+    if config.jit_compile != "auto":
+        return config.jit_compile, "--jit" if config.jit_compile else "--no-jit"
+    if pairs is None:
+        return True, "auto: a corpus of unknown size"
+    trained = pairs * config.epochs
+    if trained >= XLA_MIN_PAIRS:
+        return True, f"auto: {trained:,} pairs trained on, at least {XLA_MIN_PAIRS:,}"
+    return False, f"auto: {trained:,} pairs trained on, fewer than the {XLA_MIN_PAIRS:,} that repay compiling; --jit forces it"
 
 
 def length_buckets(config, pairs):
@@ -150,6 +171,7 @@ class TrainingData:
     description: str
     report: data.CorpusReport
     streaming: bool
+    xla: bool  # whether the training step compiles with XLA (`use_xla`)
     prepared_counts: dict = None
     languages: tuple = None
 
@@ -162,7 +184,9 @@ def prepare_data(config, strategy):
     nothing that grows with it is kept in memory, the lengths come from its
     first `STATS_SAMPLE` pairs, an epoch is one pass (`steps_per_epoch` is
     None) and the warm-up uses an estimate of the steps. A prepared corpus
-    streams from its shards and knows its exact number of batches.
+    streams from its shards and knows its exact number of batches. Whether
+    the training step compiles with XLA is decided here, from the corpus'
+    size (`use_xla`; `TrainingData.xla`), since it shapes the batches.
     """
     report = data.CorpusReport()
     (train_pairs, valid_pairs, test_pairs), description = load_splits(config, report)
@@ -176,6 +200,9 @@ def prepare_data(config, strategy):
     if config.max_train_examples:
         train_pairs = train_pairs.take(config.max_train_examples)
         total = min(total, config.max_train_examples) if total else config.max_train_examples
+    xla, why = use_xla(config, total, strategy)
+    config = dataclasses.replace(config, jit_compile=xla)  # from here on, True or False
+    print(f"XLA: {'on' if xla else 'off'} ({why}).")
     streaming = total is None or total > config.cache_limit
     if streaming and workers > 1:
         raise ValueError(
@@ -226,7 +253,7 @@ def prepare_data(config, strategy):
     valid_ds = _valid_batches(config, valid_pairs, source_tok, target_tok, config.max_length)
     return TrainingData(train_ds, valid_ds, valid_pairs, test_pairs, source_tok, target_tok,
                         steps_per_epoch, schedule_steps, config.max_length, description, report,
-                        streaming)
+                        streaming, xla)
 
 
 def _counted(train_ds):
@@ -260,6 +287,9 @@ def _batch_words(config):
 
 def _prepared_data(config, valid_pairs, test_pairs, description, report, strategy):
     corpus = data.PreparedCorpus(config.data_dir)
+    xla, why = use_xla(config, corpus.num_pairs, strategy)
+    config = dataclasses.replace(config, jit_compile=xla)
+    print(f"XLA: {'on' if xla else 'off'} ({why}).")
     source_tok, target_tok = corpus.tokenizers()
     boundaries = corpus.bucket_boundaries(length_buckets(config, corpus.num_pairs))
     batching = dict(batch_size=None if config.batch_tokens else config.batch_size,
@@ -280,7 +310,7 @@ def _prepared_data(config, valid_pairs, test_pairs, description, report, strateg
     max_length = max(corpus.max_length)
     valid_ds = _valid_batches(config, valid_pairs, source_tok, target_tok, max_length)
     return TrainingData(train_ds, valid_ds, valid_pairs, test_pairs, source_tok, target_tok,
-                        steps_per_epoch, steps_per_epoch, max_length, description, report, True,
+                        steps_per_epoch, steps_per_epoch, max_length, description, report, True, xla,
                         prepared_counts=counts, languages=(
                             corpus.manifest.get("source_language", config.source),
                             corpus.manifest.get("target_language", config.target)))

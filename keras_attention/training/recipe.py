@@ -119,11 +119,10 @@ def _train(config, verbose):
 def _run(config, verbose, strategy, output_dir):
     keras.utils.set_random_seed(config.seed)
     set_precision(config.precision)
-    jit_compile = config.jit_compile and distribution.xla_supported(strategy)
     batch = f"{config.batch_tokens} tokens" if config.batch_tokens else config.batch_size
-    print(f"Strategy: {distribution.describe(strategy)}, global batch {batch}. "
-          f"Precision: {config.precision}. XLA: {'on' if jit_compile else 'off'}.")
-    prepared = prepare_data(config, strategy)
+    print(f"Strategy: {distribution.describe(strategy)}, global batch {batch}. Precision: {config.precision}.")
+    prepared = prepare_data(config, strategy)  # also decides XLA: it shapes the batches
+    jit_compile = prepared.xla
     print(f"Data: {prepared.description}"
           f"{'; streamed from disk' if prepared.streaming else '; tokenized once, cached in memory'}.")
     model = _build_and_compile(config, prepared, strategy, jit_compile)

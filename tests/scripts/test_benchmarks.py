@@ -6,6 +6,7 @@ import sys
 
 import keras
 import numpy as np
+import pytest
 from pathlib import Path
 
 import keras_attention.layers
@@ -212,3 +213,18 @@ def test_the_keras_hub_model_raises_no_mask_warnings():
         warnings.simplefilter("always")
         benchmark_training.keras_hub_model(c)(benchmark_training.random_batch(c)[0])
     assert not [w for w in caught if "mask" in str(w.message)], [str(w.message) for w in caught]
+
+
+def test_the_xla_break_even_is_worked_out_from_the_measured_steps():
+    import benchmark_xla_break_even as bench
+
+    def row(length, xla_first, plain_first, xla_step, plain_step):
+        return {"length": length, "first_step_seconds": {"xla": xla_first, "no_xla": plain_first},
+                "median_step_seconds": {"xla": xla_step, "no_xla": plain_step}}
+
+    rows = [row(16, 20.0, 10.0, 0.1, 0.2), row(32, 30.0, 2.0, 0.3, 0.4)]
+    # 8 shapes x mean 25 s - (10 + 2) s = 188 s; 0.1 s saved a step; 1,880 steps of 64 pairs
+    assert bench.break_even(rows) == {"extra_compile_seconds": 188.0, "seconds_saved_a_step": pytest.approx(0.1),
+                                      "break_even_pairs": 120_320}
+    rows[1]["median_step_seconds"]["xla"] = 0.6  # XLA slower on average: it never catches up
+    assert bench.break_even(rows)["break_even_pairs"] is None

@@ -3,10 +3,12 @@
 import dataclasses
 
 import pytest
+import tensorflow as tf
 
 from keras_attention.training import corpus
 from keras_attention.training.config import TrainConfig
-from keras_attention.training.corpus import MAX_BUCKETS, PAIRS_PER_BUCKET, batch_shapes, length_buckets
+from keras_attention.training.corpus import (MAX_BUCKETS, PAIRS_PER_BUCKET, XLA_MIN_PAIRS, batch_shapes,
+                                             length_buckets, use_xla)
 
 
 @pytest.mark.parametrize("pairs, epochs, jit_compile, expected", [
@@ -24,6 +26,37 @@ def test_length_buckets_grow_with_the_pairs_a_run_trains_on(pairs, epochs, jit_c
     assert length_buckets(dataclasses.replace(config, length_buckets=6), pairs) == 6  # the user's choice wins
 
 
+@pytest.mark.parametrize("pairs, epochs, jit_compile, expected", [
+    (2_000, 1, "auto", False),  # too short to repay compiling
+    (XLA_MIN_PAIRS - 1, 1, "auto", False),
+    (XLA_MIN_PAIRS, 1, "auto", True),
+    (XLA_MIN_PAIRS // 2, 2, "auto", True),  # epochs count
+    (None, 1, "auto", True),  # a corpus of unknown size: a large one
+    (2_000, 1, True, True),  # the user's choice wins
+    (10 ** 7, 5, False, False),
+])
+def test_xla_is_used_when_the_run_is_long_enough(pairs, epochs, jit_compile, expected):
+    config = TrainConfig(dataset="dates", epochs=epochs, jit_compile=jit_compile)
+    xla, why = use_xla(config, pairs, strategy=None)
+    assert xla is expected and why
+    one_replica = tf.distribute.MirroredStrategy(["/cpu:0"])
+    assert use_xla(config, pairs, one_replica)[0] is expected
+
+
+def test_xla_needs_one_replica():
+    class TwoReplicas:  # what `distribution.xla_supported` reads of a strategy
+        num_replicas_in_sync = 2
+
+    config = TrainConfig(dataset="dates", jit_compile=True)
+    assert use_xla(config, 10 ** 6, TwoReplicas()) == (False, "XLA needs one replica")
+
+
+def test_a_short_run_trains_without_xla_by_default():
+    shapes, prepared = _train_shapes(epochs=1)  # 2,000 pairs, jit_compile="auto"
+    assert prepared.xla is False
+    assert len(shapes) > MAX_BUCKETS  # the batches of a run without XLA
+
+
 def test_length_buckets_is_checked():
     with pytest.raises(ValueError, match="length_buckets=0"):
         TrainConfig(length_buckets=0)
@@ -39,6 +72,7 @@ def _train_shapes(**options):
 @pytest.mark.parametrize("epochs, buckets", [(1, 1), (10, 2)])
 def test_xla_batches_take_one_shape_a_bucket(epochs, buckets):
     shapes, prepared = _train_shapes(epochs=epochs, jit_compile=True)
+    assert prepared.xla is True
     assert len(shapes) == buckets  # 2,000 pairs: one bucket an epoch of them
     # Every batch is full (the ragged rest of a bucket is dropped) and source and target are padded alike.
     assert all(x[0] == 32 and x[1] == y[1] for x, y in shapes)
