@@ -61,13 +61,13 @@ CTRANSLATE2_QUANTIZATIONS = (
 PAIRS_PER_BUCKET = 10_000
 MAX_BUCKETS = 8
 
-# XLA pays for its compilations (20-40 s a batch shape for the tiny and small
+# XLA pays for its compilations (15-30 s a batch shape for the tiny and small
 # presets on a CPU) only over enough steps. With `jit_compile="auto"` (the
 # default of `train`) a run compiles its training step when it trains on at
 # least XLA_MIN_PAIRS pairs (epochs times pairs), or on a corpus of unknown
 # size; a shorter run trains without XLA (`training.corpus.use_xla`). Chosen at
 # or above the largest break-even of `scripts/benchmark_xla_break_even.py`.
-XLA_MIN_PAIRS = 250_000
+XLA_MIN_PAIRS = 100_000
 
 COUNT = Range(int, 1)
 COUNT_OR_ZERO = Range(int, 0)

@@ -165,6 +165,32 @@ def default_xla(cost):
             + ("compiled." if auto[0]["xla"] else "trained without XLA."))
 
 
+def xla_break_even():
+    r = load("xla_break_even")
+    rows = []
+    for preset, p in r["presets"].items():
+        for row in p["rows"]:
+            first, step = row["first_step_seconds"], row["median_step_seconds"]
+            rows.append((f"{preset}, 64 x {row['length']}", f"{first['xla']:.1f}", f"{first['no_xla']:.1f}",
+                         f"{step['xla']:.3f}", f"{step['no_xla']:.3f}"))
+    summary = "; ".join(
+        f"{preset}: {p['extra_compile_seconds']:.0f} s more compiling for {r['buckets']} shapes, "
+        f"{p['seconds_saved_a_step']:.3f} s saved a step, "
+        + (f"ahead after **{p['break_even_pairs']:,} pairs**" if p["break_even_pairs"] else "never ahead")
+        for preset, p in r["presets"].items())
+    return table(
+        ["preset, batch shape", "first step, XLA (s)", "first step, without (s)", "a step, XLA (s)",
+         "a step, without (s)"], rows,
+        [f"The Transformer compiled as `train` compiles it, with and without XLA in one process, the "
+         f"steps of the two alternating ({r['rounds']} rounds of {r['steps']}; medians). A run whose batches "
+         f"take {r['buckets']} shapes (the most length buckets a run gets) trains this many pairs, epochs "
+         f"included, before XLA is ahead: {summary}. By default `train` compiles a run of at least "
+         f"{XLA_MIN_PAIRS:,} pairs (`jit_compile=\"auto\"`, `options.XLA_MIN_PAIRS`, set at or above the "
+         "largest break-even).",
+         provenance(r, "xla_break_even.json",
+                    "python scripts/benchmark_xla_break_even.py --json benchmarks/xla_break_even.json")])
+
+
 def bucket_cost(cost):
     """A sentence on what one more length bucket costs, from rows run with `--length-buckets`, or ""."""
     seconds = {(run["length_buckets"], run["xla_cache"] == "empty"): run["train_seconds"]
@@ -337,8 +363,12 @@ def luong_scale():
                   provenance(r, "luong_scale.json", r["command"])])
 
 
-RENDERERS = {"luong_scale": luong_scale, "inference": inference, "rnn_training": rnn_training, "embedding_init": embedding_init, "data_pipeline": data_pipeline, "multi30k": multi30k, "training": training, "decoding": decoding,
-             "serving": serving, "attention": attention, "distribution": distribution}
+RENDERERS = {
+    "luong_scale": luong_scale, "inference": inference, "rnn_training": rnn_training,
+    "embedding_init": embedding_init, "data_pipeline": data_pipeline, "multi30k": multi30k,
+    "training": training, "xla_break_even": xla_break_even, "decoding": decoding, "serving": serving,
+    "attention": attention, "distribution": distribution,
+}
 
 
 def render(text):

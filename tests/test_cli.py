@@ -140,7 +140,7 @@ def test_a_corpus_smaller_than_a_batch_trains_on_partial_batches(tmp_path, capsy
     command = ["train", "--model", "bahdanau", "--preset", "tiny", "--dataset", "dates", "--vocab-size", "200",
                "--max-length", "32", "--epochs", "1", "--batch-size", "256", "--max-train-examples", "200",
                "--max-test-examples", "50",
-               "--output", str(tmp_path / "run")]  # XLA on: full batches only, unless none is full
+               "--jit", "--output", str(tmp_path / "run")]  # XLA: full batches only, unless none is full
     assert main(command) == 0
     out = capsys.readouterr().out
     assert "fills no whole batch of 256 pairs in any length bucket (200 pairs): training on partial" in out

@@ -38,7 +38,8 @@ def use_xla(config, pairs, strategy):
     trained = pairs * config.epochs
     if trained >= XLA_MIN_PAIRS:
         return True, f"auto: {trained:,} pairs trained on, at least {XLA_MIN_PAIRS:,}"
-    return False, f"auto: {trained:,} pairs trained on, fewer than the {XLA_MIN_PAIRS:,} that repay compiling; --jit forces it"
+    return False, (f"auto: {trained:,} pairs trained on, fewer than the {XLA_MIN_PAIRS:,} "
+                   "that repay compiling; --jit forces it")
 
 
 def length_buckets(config, pairs):
