@@ -61,13 +61,18 @@ CTRANSLATE2_QUANTIZATIONS = (
 PAIRS_PER_BUCKET = 10_000
 MAX_BUCKETS = 8
 
-# XLA pays for its compilations (15-30 s a batch shape for the tiny and small
-# presets on a CPU) only over enough steps. With `jit_compile="auto"` (the
-# default of `train`) a run compiles its training step when it trains on at
-# least XLA_MIN_PAIRS pairs (epochs times pairs), or on a corpus of unknown
-# size; a shorter run trains without XLA (`training.corpus.use_xla`). Chosen at
-# or above the largest break-even of `scripts/benchmark_xla_break_even.py`.
-XLA_MIN_PAIRS = 100_000
+# XLA pays for its compilations (about a minute for a run's batch shapes on a
+# CPU) only over enough steps: on real batches, each side padded its own way,
+# it saves a few percent of a step on a CPU (the Transformer's large matrix
+# products run as fast without it). With `jit_compile="auto"` (the default of
+# `train`) a run compiles its training step when it trains on at least
+# XLA_MIN_PAIRS pairs (epochs times pairs), or on a corpus of unknown size; a
+# shorter run trains without XLA (`training.corpus.use_xla`). Chosen at or
+# above the largest break-even of any model that
+# `scripts/benchmark_xla_break_even.py` measured, with room for the noise of a
+# shared machine (the small Transformer's came out at 0.58 and 1.46 million
+# pairs in two runs of the same command).
+XLA_MIN_PAIRS = 1_500_000
 
 COUNT = Range(int, 1)
 COUNT_OR_ZERO = Range(int, 0)

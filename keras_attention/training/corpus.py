@@ -42,6 +42,13 @@ def use_xla(config, pairs, strategy):
                    "that repay compiling; --jit forces it")
 
 
+def _resolve_xla(config, pairs, strategy):
+    """`config` with `jit_compile` decided (True or False, `use_xla`), and the choice printed."""
+    xla, why = use_xla(config, pairs, strategy)
+    print(f"XLA: {'on' if xla else 'off'} ({why}).")
+    return dataclasses.replace(config, jit_compile=xla)
+
+
 def length_buckets(config, pairs):
     """How many length buckets the training batches take (`config.length_buckets` if set).
 
@@ -201,9 +208,7 @@ def prepare_data(config, strategy):
     if config.max_train_examples:
         train_pairs = train_pairs.take(config.max_train_examples)
         total = min(total, config.max_train_examples) if total else config.max_train_examples
-    xla, why = use_xla(config, total, strategy)
-    config = dataclasses.replace(config, jit_compile=xla)  # from here on, True or False
-    print(f"XLA: {'on' if xla else 'off'} ({why}).")
+    config = _resolve_xla(config, total, strategy)  # from here on, jit_compile is True or False
     streaming = total is None or total > config.cache_limit
     if streaming and workers > 1:
         raise ValueError(
@@ -254,7 +259,7 @@ def prepare_data(config, strategy):
     valid_ds = _valid_batches(config, valid_pairs, source_tok, target_tok, config.max_length)
     return TrainingData(train_ds, valid_ds, valid_pairs, test_pairs, source_tok, target_tok,
                         steps_per_epoch, schedule_steps, config.max_length, description, report,
-                        streaming, xla)
+                        streaming, config.jit_compile)
 
 
 def _counted(train_ds):
@@ -288,9 +293,7 @@ def _batch_words(config):
 
 def _prepared_data(config, valid_pairs, test_pairs, description, report, strategy):
     corpus = data.PreparedCorpus(config.data_dir)
-    xla, why = use_xla(config, corpus.num_pairs, strategy)
-    config = dataclasses.replace(config, jit_compile=xla)
-    print(f"XLA: {'on' if xla else 'off'} ({why}).")
+    config = _resolve_xla(config, corpus.num_pairs, strategy)
     source_tok, target_tok = corpus.tokenizers()
     boundaries = corpus.bucket_boundaries(length_buckets(config, corpus.num_pairs))
     batching = dict(batch_size=None if config.batch_tokens else config.batch_size,
@@ -311,7 +314,7 @@ def _prepared_data(config, valid_pairs, test_pairs, description, report, strateg
     max_length = max(corpus.max_length)
     valid_ds = _valid_batches(config, valid_pairs, source_tok, target_tok, max_length)
     return TrainingData(train_ds, valid_ds, valid_pairs, test_pairs, source_tok, target_tok,
-                        steps_per_epoch, steps_per_epoch, max_length, description, report, True, xla,
+                        steps_per_epoch, steps_per_epoch, max_length, description, report, True, config.jit_compile,
                         prepared_counts=counts, languages=(
                             corpus.manifest.get("source_language", config.source),
                             corpus.manifest.get("target_language", config.target)))

@@ -43,10 +43,10 @@ from keras_attention.training.run_folder import RunFolder
 from keras_attention.training.schedules import TransformerSchedule
 
 # `TrainConfig` and `load_splits` live in `training.config` and `training.corpus`; here too, for scripts.
-__all__ = ["TrainConfig", "load_splits", "prepare_data", "train"]
+__all__ = ["TrainConfig", "compile_for_training", "load_splits", "prepare_data", "train"]
 
 
-def _compile(model, config, steps_per_epoch, jit_compile):
+def compile_for_training(model, config, steps_per_epoch, jit_compile):
     """Compile with the recipe's loss, metric and optimizer (`steps_per_epoch` may be an estimate)."""
     if config.learning_rate is not None:
         rate = config.learning_rate
@@ -185,7 +185,7 @@ def _build_and_compile(config, prepared, strategy, jit_compile):
         model((source_ids[:1], target_in[:1]))  # build the weights (BackupAndRestore needs them)
         if config.cpu_dropout:
             use_cpu_dropout(model)
-        _compile(model, config, prepared.schedule_steps, jit_compile)
+        compile_for_training(model, config, prepared.schedule_steps, jit_compile)
         if getattr(strategy, "cluster_resolver", None) is not None:
             distribution.adapt_to_multi_worker(model, next(iter(prepared.train)))
     return model

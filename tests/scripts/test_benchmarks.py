@@ -215,16 +215,15 @@ def test_the_keras_hub_model_raises_no_mask_warnings():
     assert not [w for w in caught if "mask" in str(w.message)], [str(w.message) for w in caught]
 
 
-def test_the_xla_break_even_is_worked_out_from_the_measured_steps():
+def test_the_xla_break_even_is_worked_out_from_the_measured_passes():
     import benchmark_xla_break_even as bench
 
-    def row(length, xla_first, plain_first, xla_step, plain_step):
-        return {"length": length, "first_step_seconds": {"xla": xla_first, "no_xla": plain_first},
-                "median_step_seconds": {"xla": xla_step, "no_xla": plain_step}}
-
-    rows = [row(16, 20.0, 10.0, 0.1, 0.2), row(32, 30.0, 2.0, 0.3, 0.4)]
-    # 8 shapes x mean 25 s - (10 + 2) s = 188 s; 0.1 s saved a step; 1,880 steps of 64 pairs
-    assert bench.break_even(rows) == {"extra_compile_seconds": 188.0, "seconds_saved_a_step": pytest.approx(0.1),
-                                      "break_even_pairs": 120_320}
-    rows[1]["median_step_seconds"]["xla"] = 0.6  # XLA slower on average: it never catches up
-    assert bench.break_even(rows)["break_even_pairs"] is None
+    figures = {"pairs": {"xla": 1000, "no_xla": 1200},  # XLA drops its ragged batches: fewer pairs a pass
+               "first_pass_seconds": {"xla": 200.0, "no_xla": 70.0},
+               "median_pass_seconds": {"xla": 40.0, "no_xla": 60.0}}
+    # compiling: (200 - 40) - (70 - 60) = 150 s; a pair: 60/1200 - 40/1000 = 0.01 s; 150 / 0.01 = 15,000 pairs
+    assert bench.break_even(figures) == {"extra_compile_seconds": 150.0,
+                                         "seconds_saved_a_pair": pytest.approx(0.01),
+                                         "break_even_pairs": 15_000}
+    figures["median_pass_seconds"]["xla"] = 50.0  # 0.05 s a pair both: XLA never catches up
+    assert bench.break_even(figures)["break_even_pairs"] is None

@@ -7,13 +7,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import make_results  # noqa: E402
+import results_common  # noqa: E402
 
 
 def _benchmark_json(root, monkeypatch, name, figures):
     """Make `figures` the only benchmark JSON, `benchmarks/<name>.json` under `root`."""
     (root / "benchmarks").mkdir()
     (root / "benchmarks" / f"{name}.json").write_text(json.dumps(figures))
-    monkeypatch.setattr(make_results, "ROOT", str(root))
+    monkeypatch.setattr(results_common, "ROOT", str(root))
 
 
 def test_committed_blocks_match_the_benchmark_jsons():
@@ -50,7 +51,7 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
         if model == "transformer":
             result["test_beam4"] = {**scores, "bleu": 31.0}
         (runs / f"{model}-{direction}.json").write_text(json.dumps(result))
-    monkeypatch.setattr(make_results, "ROOT", str(tmp_path))
+    monkeypatch.setattr(results_common, "ROOT", str(tmp_path))
     table = make_results.multi30k()
     assert "| transformer (small) | en->de | 12 | 30.0 / 30.6 | 31.0 / 30.6 | not scored | 55.0 | 10 min | 1,234 " \
            "| abc1234 |" in table
@@ -131,32 +132,34 @@ def test_what_a_length_bucket_costs_is_worked_out_from_the_sweep():
 
 
 def test_the_xla_break_even_table_is_rendered_from_its_json(tmp_path, monkeypatch):
-    def row(length, xla_first, xla_step):
-        return {"length": length, "first_step_seconds": {"xla": xla_first, "no_xla": 10.0},
-                "median_step_seconds": {"xla": xla_step, "no_xla": 0.2}}
+    def preset(xla_pass, break_even):
+        return {"vocabulary": 500, "pairs": {"xla": 3840, "no_xla": 4080},
+                "padded_tokens": {"xla": 116224, "no_xla": 122019}, "shapes": {"xla": 8, "no_xla": 21},
+                "first_pass_seconds": {"xla": 81.1, "no_xla": 22.9},
+                "median_pass_seconds": {"xla": xla_pass, "no_xla": 7.81},
+                "extra_compile_seconds": 59.4, "break_even_pairs": break_even}
 
     figures = {"command": "python scripts/benchmark_xla_break_even.py", "date": "2026-01-02",
-               "machine": "a CPU, 2 cores", "device": "CPU", "batch": 64, "buckets": 8, "steps": 4, "rounds": 3,
-               "xla_min_pairs": 250_000,
-               "presets": {"tiny": {"vocabulary": 500, "rows": [row(16, 20.0, 0.1)], "extra_compile_seconds": 150.0,
-                                    "seconds_saved_a_step": 0.1, "break_even_pairs": 96_000},
-                           "small": {"vocabulary": 8000, "rows": [row(24, 35.0, 0.3)], "extra_compile_seconds": 270.0,
-                                     "seconds_saved_a_step": -0.1, "break_even_pairs": None}}}
+               "machine": "a CPU, 2 cores", "device": "CPU", "batch": 32, "buckets": 8, "rounds": 5,
+               "xla_min_pairs": 300_000,
+               "models": {"transformer-tiny": preset(6.54, 286_130), "transformer-small": preset(9.0, None)}}
     _benchmark_json(tmp_path, monkeypatch, "xla_break_even", figures)
     out = make_results.xla_break_even()
-    assert "| tiny, 64 x 16 | 20.0 | 10.0 | 0.100 | 0.200 |" in out
-    assert "| small, 64 x 24 | 35.0 | 10.0 | 0.300 | 0.200 |" in out
-    assert "tiny: 150 s more compiling for 8 shapes, 0.100 s saved a step, ahead after **96,000 pairs**" in out
-    assert "small: 270 s more compiling for 8 shapes, -0.100 s saved a step, never ahead" in out
-    assert "3 rounds of 4" in out and "Measured on 2026-01-02" in out
+    # 6.54 s / 3840 pairs = 1.70 ms; 7.81 s / 4080 pairs = 1.91 ms
+    assert "| transformer-tiny | 8 / 21 | 116,224 / 122,019 | 81 / 23 | 6.5 / 7.8 | 1.70 / 1.91 | 59 | 286,130 pairs |" in out
+    assert "| transformer-small | 8 / 21 | 116,224 / 122,019 | 81 / 23 | 9.0 / 7.8 | 2.34 / 1.91 | 59 | never |" in out
+    assert "same 4,080 Multi30k en->de pairs" in out and "8 length buckets of 32 pairs" in out
+    assert "5 rounds" in out and "Measured on 2026-01-02" in out
+    from keras_attention.options import XLA_MIN_PAIRS
+    assert f"at least {XLA_MIN_PAIRS:,} pairs" in out  # the rule, from the constant
 
 
 def test_xla_min_pairs_is_at_or_above_every_measured_break_even():
-    from keras_attention.options import XLA_MIN_PAIRS
+    from keras_attention.options import MODEL_KINDS, XLA_MIN_PAIRS
 
-    with open(Path(make_results.ROOT) / "benchmarks" / "xla_break_even.json", encoding="utf-8") as f:
-        presets = json.load(f)["presets"]
-    assert presets
-    for preset, figures in presets.items():
-        assert figures["break_even_pairs"] is not None, f"{preset}: XLA never ahead, yet `auto` compiles long runs"
-        assert XLA_MIN_PAIRS >= figures["break_even_pairs"], preset
+    with open(Path(results_common.ROOT) / "benchmarks" / "xla_break_even.json", encoding="utf-8") as f:
+        models = json.load(f)["models"]
+    assert {name.split("-")[0] for name in models} == set(MODEL_KINDS)  # every kind of model measured
+    for name, figures in models.items():
+        assert figures["break_even_pairs"] is not None, f"{name}: XLA never ahead, yet `auto` compiles long runs"
+        assert XLA_MIN_PAIRS >= figures["break_even_pairs"], name

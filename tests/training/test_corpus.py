@@ -26,17 +26,19 @@ def test_length_buckets_grow_with_the_pairs_a_run_trains_on(pairs, epochs, jit_c
     assert length_buckets(dataclasses.replace(config, length_buckets=6), pairs) == 6  # the user's choice wins
 
 
-@pytest.mark.parametrize("pairs, epochs, jit_compile, expected", [
-    (2_000, 1, "auto", False),  # too short to repay compiling
-    (XLA_MIN_PAIRS - 1, 1, "auto", False),
-    (XLA_MIN_PAIRS, 1, "auto", True),
-    (XLA_MIN_PAIRS // 2, 2, "auto", True),  # epochs count
-    (None, 1, "auto", True),  # a corpus of unknown size: a large one
-    (2_000, 1, True, True),  # the user's choice wins
-    (10 ** 7, 5, False, False),
+@pytest.mark.parametrize("model, pairs, epochs, jit_compile, expected", [
+    ("transformer", 2_000, 1, "auto", False),  # too short to repay compiling
+    ("transformer", XLA_MIN_PAIRS - 1, 1, "auto", False),
+    ("transformer", XLA_MIN_PAIRS, 1, "auto", True),
+    ("transformer", XLA_MIN_PAIRS // 2, 2, "auto", True),  # epochs count
+    ("bahdanau", XLA_MIN_PAIRS, 1, "auto", True),  # every kind of model alike
+    ("luong", XLA_MIN_PAIRS - 1, 1, "auto", False),
+    ("transformer", None, 1, "auto", True),  # a corpus of unknown size: a large one
+    ("transformer", 2_000, 1, True, True),  # the user's choice wins
+    ("rnn", 10 ** 8, 5, False, False),
 ])
-def test_xla_is_used_when_the_run_is_long_enough(pairs, epochs, jit_compile, expected):
-    config = TrainConfig(dataset="dates", epochs=epochs, jit_compile=jit_compile)
+def test_xla_is_used_when_the_run_is_long_enough(model, pairs, epochs, jit_compile, expected):
+    config = TrainConfig(model=model, dataset="dates", epochs=epochs, jit_compile=jit_compile)
     xla, why = use_xla(config, pairs, strategy=None)
     assert xla is expected and why
     one_replica = tf.distribute.MirroredStrategy(["/cpu:0"])

@@ -1,0 +1,43 @@
+"""What the result renderers share: the benchmark JSONs, where they were measured, Markdown tables."""
+
+import json
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def exists(name):
+    """Whether `benchmarks/<name>.json` exists."""
+    return os.path.exists(os.path.join(ROOT, "benchmarks", f"{name}.json"))
+
+
+def load(name):
+    with open(os.path.join(ROOT, "benchmarks", f"{name}.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def provenance(result, name, command):
+    """When, where and how a JSON was measured, as far as the JSON records it."""
+    if "date" in result and "machine" in result:
+        device = f" ({result['device']})" if "device" in result else ""
+        return f"Measured on {result['date']}, {result['machine']}{device}, with `{result.get('command', command)}`."
+    environment = result.get("environment", {})
+    if environment:
+        where = (f"on {environment['date'][:10]}, {environment['cpu_count']} CPU cores and "
+                 f"{environment.get('gpus', 0)} GPUs")
+    else:
+        where = "on the project's 2-core CPU machine (the JSON records no date)"
+    return f"Measured {where}, with `{command}` (`benchmarks/{name}`)."
+
+
+def bleu(scores):
+    return f"{scores['bleu']:.1f} / {scores['bleu_lowercase']:.1f}" if scores else "not scored"
+
+
+def table(header, rows, notes):
+    """A Markdown table (the first column left-aligned, the others right) followed by note paragraphs."""
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    for note in notes:
+        lines += ["", note]
+    return "\n".join(lines) + "\n"
