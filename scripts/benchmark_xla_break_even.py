@@ -7,9 +7,10 @@ the training split), batched as `keras-attention train` batches them:
   bucket's boundary and the ragged batches dropped (few shapes, compiled once);
 - without XLA, in the same buckets, each batch padded to its longest pair.
 
-Two copies of the library's Transformer (same weights) are compiled as
-`train` compiles them (`recipe.compile_for_training`, `cpu_dropout`), one
-with XLA and one without, in one process. A first pass over the batches
+For each model of `--models` (every kind, by default), two copies with the
+same weights are compiled as `train` compiles them
+(`recipe.compile_for_training`, `cpu_dropout`), one with XLA and one
+without, in one process. A first pass over the batches
 traces (and, with XLA, compiles each shape); then `--rounds` passes alternate
 between the two, and the medians are kept. From these:
 
@@ -21,7 +22,7 @@ The break-even is the number of pairs (epochs times pairs) a run must train
 on before XLA is ahead; "never" when XLA's passes are not faster. Unlike a
 comparison at one batch shape, this charges XLA for its padding.
 `options.XLA_MIN_PAIRS`, where `jit_compile="auto"` starts compiling, is set
-from it. Runs unchanged on a GPU (the device is printed and stored).
+at or above the largest. Runs unchanged on a GPU (the device is printed and stored).
 
     python scripts/benchmark_xla_break_even.py --json benchmarks/xla_break_even.json
     python scripts/benchmark_xla_break_even.py --quick   # a smoke test of the script
@@ -138,9 +139,9 @@ def main(argv=None):
               f"XLA {median['xla']:.2f} s ({figures['pairs']['xla']} pairs, {figures['padded_tokens']['xla']} "
               f"target tokens), without {median['no_xla']:.2f} s ({figures['pairs']['no_xla']} pairs, "
               f"{figures['padded_tokens']['no_xla']} target tokens)", flush=True)
-        print(f"{name}: XLA compiles {summary['extra_compile_seconds']:.0f} s more for "
-              f"{figures['shapes']['xla']} shapes and saves {summary['seconds_saved_a_pair'] * 1e3:.2f} ms a pair: "
-              f"ahead after {summary['break_even_pairs'] or 'never'} pairs", flush=True)
+        ahead = f"ahead after {summary['break_even_pairs']:,} pairs" if summary["break_even_pairs"] else "never ahead"
+        print(f"{name}: XLA compiles {summary['extra_compile_seconds']:.0f} s more for {figures['shapes']['xla']} "
+              f"shapes and saves {summary['seconds_saved_a_pair'] * 1e3:.2f} ms a pair: {ahead}", flush=True)
     write_json(args.json, result)
     return result
 
