@@ -72,7 +72,8 @@ def load_splits(config, report=None):
     """
     train_options = _train_text_options(config, report)
     if config.dataset == "multi30k":
-        load = lambda split, **kw: data.load_multi30k(config.source, config.target, split, config.data_dir, **kw)  # noqa: E731
+        load = lambda split, **kw: data.load_multi30k(  # noqa: E731
+            config.source, config.target, split, config.data_dir, **kw)
         splits = load("train", report=report), load("val"), load("test_2016_flickr")
         return splits, f"Multi30k {config.source}->{config.target}"
     if config.dataset == "dates":
@@ -102,7 +103,8 @@ def load_splits(config, report=None):
                     for paths in (config.valid_files, config.test_files)))
         return splits, f"TSV file {config.train_files[0]}"
     if config.dataset == "wmt14":
-        load = lambda split, **kw: data.load_wmt14(config.source, config.target, split, config.data_dir, **kw)  # noqa: E731
+        load = lambda split, **kw: data.load_wmt14(  # noqa: E731
+            config.source, config.target, split, config.data_dir, **kw)
         splits = load("train", **train_options), load("validation"), load("test")
         return splits, f"WMT14 {config.source}->{config.target} ({config.data_dir})"
     if config.dataset == "tfds":
