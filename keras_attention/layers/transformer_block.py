@@ -39,6 +39,7 @@ class TransformerBlock(keras.layers.Layer):
         normalize_first=False,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        attention_kernel_initializer=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -56,6 +57,9 @@ class TransformerBlock(keras.layers.Layer):
         self.normalize_first = bool(normalize_first)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.attention_kernel_initializer = (
+            None if attention_kernel_initializer is None else keras.initializers.get(attention_kernel_initializer)
+        )
         self.supports_masking = True
 
     # Builders -----------------------------------------------------------------
@@ -81,12 +85,15 @@ class TransformerBlock(keras.layers.Layer):
         }
 
     def _make_attention(self, name, d_model, query_shape, value_shape):
+        kwargs = self._sublayer_kwargs()
+        if self.attention_kernel_initializer is not None:
+            kwargs["kernel_initializer"] = self.attention_kernel_initializer
         layer = MultiHeadAttention(
             self.num_heads,
             d_model // self.num_heads,
             dropout=self.attention_dropout,
             name=name,
-            **self._sublayer_kwargs(),
+            **kwargs,
         )
         layer.build(query_shape, value_shape)
         return layer
@@ -155,6 +162,10 @@ class TransformerBlock(keras.layers.Layer):
                 "normalize_first": self.normalize_first,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "attention_kernel_initializer": (
+                    None if self.attention_kernel_initializer is None
+                    else keras.initializers.serialize(self.attention_kernel_initializer)
+                ),
             }
         )
         return config

@@ -290,3 +290,17 @@ def test_decoder_must_be_called_as_built():
     decoder(_randn(2, 3, D), _randn(2, 4, D))
     with pytest.raises(ValueError, match="cross-attention"):
         decoder(_randn(2, 3, D))
+
+
+@pytest.mark.parametrize("block", [TransformerEncoder, TransformerDecoder])
+def test_attention_kernel_initializer_reaches_the_attention_kernels_only(block):
+    layer = block(HEADS, FF, kernel_initializer="ones", attention_kernel_initializer=keras.initializers.Constant(0.5))
+    x = _randn(2, 5, D)
+    layer(x) if block is TransformerEncoder else layer(x, x)
+    for w in layer.weights:
+        if w.path.endswith("kernel"):
+            expected = 0.5 if "attention" in w.path.split("/")[-3] else 1.0
+            np.testing.assert_array_equal(_np(w), np.full(w.shape, expected, "float32"), err_msg=w.path)
+    again = block.from_config(layer.get_config())
+    assert again.get_config() == layer.get_config()
+    assert block(HEADS, FF).get_config()["attention_kernel_initializer"] is None

@@ -4,7 +4,7 @@ import pytest
 
 from keras import ops
 
-from keras_attention.models import PRESETS, Transformer
+from keras_attention.models import PRESETS, Transformer, headwise_glorot_uniform
 from tests.models import model_checks
 
 SMALL = dict(num_layers=2, d_model=32, num_heads=4, intermediate_dim=64, dropout=0.0)
@@ -51,6 +51,51 @@ def test_output_projection_is_tied_to_target_embedding():
     separate = Transformer(20, 20, **SMALL)
     separate((source, target_in))
     assert separate.count_params() - shared.count_params() == 20 * 32
+
+
+def _attention_kernels(model):
+    """{"query" / "key" / "value" / "attention_output": [kernels of every attention layer]}."""
+    kernels = {}
+    for w in model.weights:
+        parts = w.path.split("/")
+        if parts[-1] == "kernel" and parts[-3].endswith("attention"):
+            kernels.setdefault(parts[-2], []).append(ops.convert_to_numpy(w))
+    return kernels
+
+
+@pytest.mark.parametrize("initializer", [None, "glorot_uniform"])
+def test_attention_kernels_start_from_the_limits_worked_by_hand(initializer, tmp_path):
+    """U(-a, a) has standard deviation a / sqrt(3). d=64, N=4, H=16:
+    head-wise fans (N*d, H*d) = (256, 1024) for query, key and value, a = sqrt(6/1280);
+    (N*H, N*d) = (64, 256) for the output, a = sqrt(6/320); Keras' true fans (64, 64), a = sqrt(6/128)."""
+    keras.utils.set_random_seed(1)
+    model = Transformer(20, 20, **{**SMALL, "d_model": 64}, attention_kernel_initializer=initializer)
+    source, target_in, _ = model_checks.toy_batch()
+    model((source, target_in))
+    if initializer is None:
+        limits = {"query": (6 / 1280) ** 0.5, "key": (6 / 1280) ** 0.5, "value": (6 / 1280) ** 0.5,
+                  "attention_output": (6 / 320) ** 0.5}
+    else:
+        limits = dict.fromkeys(["query", "key", "value", "attention_output"], (6 / 128) ** 0.5)
+    kernels = _attention_kernels(model)
+    assert sorted(kernels) == sorted(limits) and all(len(k) == 2 * 2 + 2 for k in kernels.values())
+    for name, limit in limits.items():
+        values = np.concatenate([k.ravel() for k in kernels[name]])
+        assert np.abs(values).max() <= limit, name
+        np.testing.assert_allclose(values.std(), limit / 3**0.5, rtol=0.05, err_msg=name)
+    assert not np.array_equal(kernels["query"][0], kernels["key"][0])  # each kernel drawn anew
+    # The choice survives the config (and so `.keras` files).
+    again = Transformer.from_config(model.get_config())
+    assert again.attention_kernel_initializer.get_config() == model.attention_kernel_initializer.get_config()
+
+
+def test_headwise_glorot_uniform_is_keras_glorot_of_the_3d_kernel():
+    """Keras' Glorot on a plain 2-D (N*d, H*d) kernel has the same limit as the head-wise fans."""
+    shape = (64, 4, 16)
+    headwise = ops.convert_to_numpy(headwise_glorot_uniform(seed=3)(shape))
+    plain = ops.convert_to_numpy(keras.initializers.GlorotUniform(seed=3)((4 * 64, 16 * 64)))
+    np.testing.assert_allclose(np.abs(headwise).max(), np.abs(plain).max(), rtol=0.02)
+    np.testing.assert_allclose(headwise.std(), plain.std(), rtol=0.05)
 
 
 def test_presets_follow_the_paper():

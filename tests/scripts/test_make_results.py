@@ -111,6 +111,22 @@ def test_the_luong_scale_table(tmp_path, monkeypatch):
     assert "2 epochs, embeddings 128, 256 units" in out and "1,014 validation pairs" in out
 
 
+def test_the_attention_init_table(tmp_path, monkeypatch):
+    run = {"loss": [6.5, 4.8], "epoch_seconds": [300.0, 200.0], "seconds": 600}
+    figures = {"command": "python scripts/ablate_attention_init.py", "device": "/device:CPU:0", "direction": "en-de",
+               "epochs": 2, "runs": [
+                   {**run, "init": "headwise_glorot_uniform", "val_loss": [5.449, 4.527],
+                    "val_token_accuracy": [0.3045, 0.4031], "val_bleu": [3.39, 14.0]},
+                   {**run, "init": "glorot_uniform", "val_loss": [5.588, 4.762],
+                    "val_token_accuracy": [0.271, 0.345], "val_bleu": [3.2, 7.33]}]}
+    _benchmark_json(tmp_path, monkeypatch, "attention_init", figures)
+    out = make_results.attention_init()
+    assert "| `headwise_glorot_uniform()` (the default) | 5.449 4.527 | 0.304 0.403 | 3.4 14.0 |" in out
+    assert "| Keras' `glorot_uniform` (true fans) | 5.588 4.762 | 0.271 0.345 | 3.2 7.3 |" in out
+    assert "The first 2 epochs of the Multi30k `transformer` run (en-de" in out
+    assert "`python scripts/ablate_attention_init.py` (`benchmarks/attention_init.json`)" in out
+
+
 def test_what_a_length_bucket_costs_is_worked_out_from_the_sweep():
     def run(buckets, cache, seconds):
         return {"length_buckets": buckets, "xla_cache": cache, "train_seconds": seconds}
