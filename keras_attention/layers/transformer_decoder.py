@@ -37,6 +37,10 @@ class TransformerDecoder(TransformerBlock):
         normalize_first: bool. Pre-norm instead of post-norm. Defaults to False.
         kernel_initializer: for all dense projections' kernels.
         bias_initializer: for all dense projections' biases.
+            Default to "glorot_uniform" and "zeros".
+        attention_kernel_initializer: for the attention projections' kernels
+            (query, key, value, output), if they should start differently
+            from `kernel_initializer`. Defaults to None (`kernel_initializer`).
         **kwargs: standard layer arguments.
 
     Call arguments:
