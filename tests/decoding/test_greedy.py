@@ -28,24 +28,24 @@ def real_model(request):
 def end_id_seen_mid_sequence(model, source, max_length):
     """A token that greedy decoding emits for the first time at position >= 2
     of some row, and that position, so that random models also exercise
-    stopping; (END, None) if there is none."""
+    stopping; (END, None) if there is none. Not 0: rows that ended are padded with it."""
     tokens = greedy_decode(model, source, START, END, max_length).tokens.numpy()
     for row in tokens:
         for t in range(2, max_length - 1):
-            if row[t] not in row[:t] and row[t] != START:
+            if row[t] not in row[:t] and row[t] not in (0, START):
                 return int(row[t]), t
     return END, None
 
 
 def end_id_first_seen_after(model, source, max_length, position):
     """A token that greedy decoding first emits at `position` or later in some
-    row (so that row runs that long, and ends), or a token it never emits."""
+    row (so that row runs that long, and ends), or a token it never emits (never 0, the padding)."""
     probe = greedy_decode(model, source, START, END, max_length).tokens.numpy()
     unused = next(t for t in range(START + 2, model.target_vocab_size) if t not in probe)
     tokens = greedy_decode(model, source, START, unused, max_length).tokens.numpy()
     for row in tokens:
         for t in range(position, max_length - 1):
-            if row[t] not in row[:t]:
+            if row[t] not in row[:t] and row[t] != 0:
                 return int(row[t])
     return unused
 
