@@ -22,13 +22,10 @@ import sys
 import tempfile
 import time
 
-import tensorflow as tf
-
-from keras_attention.files import write_json
 from keras_attention.training.recipe import TrainConfig, train
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import machine  # noqa: E402
+from timing import device, write_json  # noqa: E402
 from train_multi30k import COMMON, CONFIGS  # noqa: E402
 
 # None: the Transformer's default, `headwise_glorot_uniform()`.
@@ -61,9 +58,7 @@ def main(argv=None):
     parser.add_argument("--json", help="write the results here (after every run)")
     args = parser.parse_args(argv)
 
-    device = tf.config.list_logical_devices()[-1].name
-    print(f"device: {device}", flush=True)
-    command = "python scripts/ablate_attention_init.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    print(f"device: {device()}", flush=True)
     runs = []
     for init in args.inits:
         runs.append(run(init, args.epochs, args.direction))
@@ -71,9 +66,7 @@ def main(argv=None):
         print(f"{init:24s} validation loss {r['val_loss']}  token accuracy {r['val_token_accuracy']}  "
               f"BLEU {r['val_bleu']}", flush=True)
         if args.json:
-            write_json(args.json, {"command": command.strip(), "date": time.strftime("%Y-%m-%d"), "machine": machine(),
-                                   "device": device, "direction": args.direction,
-                                   "epochs": args.epochs, "runs": runs}, indent=1)
+            write_json(args.json, {"direction": args.direction, "epochs": args.epochs, "runs": runs})
 
 
 if __name__ == "__main__":

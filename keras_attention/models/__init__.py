@@ -4,7 +4,8 @@ from keras_attention import cpu_dropout  # noqa: F401  (registers CPUDropout: tr
 
 from keras_attention.models.decomposable_attention import DecomposableAttention
 from keras_attention.models.seq2seq_rnn import Seq2SeqRNN
-from keras_attention.models.transformer import PRESETS, Transformer, headwise_glorot_uniform
+from keras_attention.models.initializers import headwise_glorot_uniform
+from keras_attention.models.transformer import PRESETS, Transformer
 from keras_attention.models.factory import KINDS, build_model
 
 __all__ = [

@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_attention.layers import PositionalEmbedding, TransformerDecoder, TransformerEncoder
 from keras_attention.layers.validation import check_choice, check_positive_int, check_rate
+from keras_attention.models.initializers import headwise_glorot_uniform
 
 PRESETS = {
     # A model that trains in minutes on a CPU; for tests and demos.
@@ -15,33 +16,6 @@ PRESETS = {
     "base": dict(num_layers=6, d_model=512, num_heads=8, intermediate_dim=2048, dropout=0.1),
     "big": dict(num_layers=6, d_model=1024, num_heads=16, intermediate_dim=4096, dropout=0.3),
 }
-
-
-def headwise_glorot_uniform(seed=None):
-    """Glorot-uniform attention kernels with fans counted over the per-head kernel's axes.
-
-    An attention projection's kernel is `(d, N, H)` (query, key, value) or
-    `(N, H, d)` (output). Glorot's limit sqrt(6 / (fan_in + fan_out)) is taken
-    here with fan_in = the product of the first two axes and fan_out = the
-    first and last (for query, key and value: N*d and H*d; for the output:
-    N*H and N*d), as Keras counted a 3-D kernel's fans before `EinsumDense`
-    passed it the layer's true input and output axes. With d=256 and 4 heads,
-    the query, key and value kernels start at a standard deviation of 0.011
-    and the output at 0.040, against 0.0625 for both with the true fans: the
-    attention starts near uniform and each attention branch small next to
-    its residual path. keras-attention 0.2's Transformer results were trained
-    from it, and on Multi30k it learns faster than the true-fan Glorot
-    (`scripts/ablate_attention_init.py`, `benchmarks/attention_init.json`).
-
-    Example:
-
-    >>> init = headwise_glorot_uniform(seed=0)
-    >>> round(float(keras.ops.std(init((256, 4, 64)))), 3)
-    0.011
-    """
-    return keras.initializers.VarianceScaling(
-        1.0, mode="fan_avg", distribution="uniform", seed=seed, input_axes=[0, 1], output_axes=[0, 2]
-    )
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -84,8 +58,8 @@ class Transformer(keras.Model):
         activation: feed-forward activation. Defaults to "relu".
         attention_kernel_initializer: how the attention projections' kernels
             start. Defaults to None: `headwise_glorot_uniform()` (see there),
-            smaller than Keras' Glorot, which trains faster here. Any Keras
-            initializer, for example "glorot_uniform", replaces it.
+            smaller than Keras' Glorot; on Multi30k it learns faster. Any
+            Keras initializer, for example "glorot_uniform", replaces it.
         **kwargs: standard `keras.Model` arguments.
 
     Call arguments:

@@ -4,7 +4,7 @@ import pytest
 
 from keras import ops
 
-from keras_attention.models import PRESETS, Transformer, headwise_glorot_uniform
+from keras_attention.models import PRESETS, Transformer
 from tests.models import model_checks
 
 SMALL = dict(num_layers=2, d_model=32, num_heads=4, intermediate_dim=64, dropout=0.0)
@@ -87,15 +87,6 @@ def test_attention_kernels_start_from_the_limits_worked_by_hand(initializer, tmp
     # The choice survives the config (and so `.keras` files).
     again = Transformer.from_config(model.get_config())
     assert again.attention_kernel_initializer.get_config() == model.attention_kernel_initializer.get_config()
-
-
-def test_headwise_glorot_uniform_is_keras_glorot_of_the_3d_kernel():
-    """Keras' Glorot on a plain 2-D (N*d, H*d) kernel has the same limit as the head-wise fans."""
-    shape = (64, 4, 16)
-    headwise = ops.convert_to_numpy(headwise_glorot_uniform(seed=3)(shape))
-    plain = ops.convert_to_numpy(keras.initializers.GlorotUniform(seed=3)((4 * 64, 16 * 64)))
-    np.testing.assert_allclose(np.abs(headwise).max(), np.abs(plain).max(), rtol=0.02)
-    np.testing.assert_allclose(headwise.std(), plain.std(), rtol=0.05)
 
 
 def test_presets_follow_the_paper():
