@@ -175,6 +175,9 @@ def main(argv=None):
 if __name__ == "__main__":
     try:
         main()
+    except (ValueError, OSError) as error:  # bad data, a full disk: one line, as the CLI prints them
+        print(f"train_multi30k: error: {error}", file=sys.stderr)
+        sys.exit(2)
     except KeyboardInterrupt:
         print("\ntrain_multi30k: interrupted; run the same command again to continue "
               "(finished runs are kept, the interrupted one resumes from its last backup).", file=sys.stderr)

@@ -9,6 +9,7 @@ line, line N of one language translating line N of another.
 
 import os
 import tempfile
+import warnings
 
 import keras
 
@@ -64,7 +65,9 @@ def load_multi30k(
     multi30k`, and in the Keras cache folder (`~/.keras/datasets/multi30k`, or
     under `$KERAS_HOME` or `cache_dir`). If they are in none of these, they are
     downloaded into the cache with `keras.utils.get_file` and checked against
-    their SHA-256 sums.
+    their SHA-256 sums. Files found locally are checked too: one that differs
+    from the published file (a copy cut short, or edited on purpose) is used
+    as it is, with a one-line warning naming it.
 
     Args:
         source: str. Source language, one of `"en"`, `"de"`, `"fr"`, `"cs"`.
@@ -127,9 +130,23 @@ def multi30k_paths(names, data_dir=None, base_url=BASE_URL, cache_dir=None):
     """
     for folder in _local_folders(data_dir):
         if all(os.path.isfile(os.path.join(folder, name)) for name in names):
-            return [os.path.join(folder, name) for name in names]
+            paths = [os.path.join(folder, name) for name in names]
+            for name, path in zip(names, paths):
+                _warn_if_not_published(name, path)
+            return paths
     cache = _cache_folder(cache_dir)
     return [download_multi30k_file(name, cache, base_url) for name in names]
+
+
+def _warn_if_not_published(name, path):
+    """Warn (one line) if the local file `path` is not the published Multi30k file `name`."""
+    actual = sha256_of(path)
+    if actual != SHA256[name]:
+        warnings.warn(
+            f"{path} is not the published Multi30k {name} (sha256 {actual[:12]}..., expected "
+            f"{SHA256[name][:12]}...); reading it as it is, so results are not comparable with others'.",
+            stacklevel=4,
+        )
 
 
 def _local_folders(data_dir):

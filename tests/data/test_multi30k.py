@@ -5,6 +5,7 @@ import http.server
 import os
 import shutil
 import threading
+import warnings
 
 import pytest
 
@@ -88,7 +89,9 @@ def test_lookup_order_data_dir_then_env_then_cache(multi30k_dir, tmp_path, monke
     unreachable = "http://127.0.0.1:9/"  # Nothing may be downloaded here.
 
     def first(**kwargs):
-        return pairs_of(load_multi30k("en", "de", "val", base_url=unreachable, **kwargs))[0][0]
+        # The edited copies are not the published files: each load says so.
+        with pytest.warns(UserWarning, match=r"val\.en\.gz is not the published Multi30k val\.en\.gz"):
+            return pairs_of(load_multi30k("en", "de", "val", base_url=unreachable, **kwargs))[0][0]
 
     assert first(data_dir=tmp_path / "mine") == "from data_dir"
     # A data_dir may also be the parent of multi30k/.
@@ -101,9 +104,18 @@ def test_lookup_order_data_dir_then_env_then_cache(multi30k_dir, tmp_path, monke
     copy_val(multi30k_dir, cache / "datasets" / "multi30k")
     with open(os.path.join(multi30k_dir, "val.en.gz"), "rb") as f:
         expected = gzip.decompress(f.read()).decode().split("\n")[0]
-    assert first(cache_dir=str(cache)) == expected
+    def published_first(**kwargs):
+        return pairs_of(load_multi30k("en", "de", "val", base_url=unreachable, **kwargs))[0][0]
+
+    assert published_first(cache_dir=str(cache)) == expected
     monkeypatch.setenv("KERAS_HOME", str(cache))
-    assert first() == expected
+    assert published_first() == expected
+
+
+def test_published_local_files_load_without_a_warning(multi30k_dir):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(pairs_of(load_multi30k("en", "de", "val", data_dir=multi30k_dir))) == multi30k_module.SPLIT_SIZES["val"]
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):

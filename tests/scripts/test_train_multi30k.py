@@ -1,8 +1,10 @@
 """The results-table script runs (quick mode), scores, skips finished runs and prints the table."""
 
 import contextlib
+import gzip
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +77,23 @@ def test_finished_run_is_not_trained_again_but_gets_missing_scores(quick_run, mo
     assert rows[0][2]["test_average_beam4"]["num_sentences"] == train_multi30k.QUICK_TEST_SENTENCES
     assert "test_average_beam4" in json.loads((run / "results.json").read_text())
     assert rows[0][2]["test"] == results["test"]  # the rest as it was
+
+
+def test_bad_data_is_one_line_not_a_traceback(tmp_path):
+    """Multi30k files whose languages differ in length: the script names them in one line and exits 2."""
+    folder = tmp_path / "data" / "multi30k"
+    folder.mkdir(parents=True)
+    for split in ("train", "val", "test_2016_flickr"):
+        (folder / f"{split}.en.gz").write_bytes(gzip.compress(b"a dog\na cat\n"))
+        (folder / f"{split}.de.gz").write_bytes(gzip.compress(b"ein Hund\n"))
+    script = Path(train_multi30k.__file__)
+    done = subprocess.run(
+        [sys.executable, str(script), "--output", str(tmp_path / "runs"), "--models", "bahdanau",
+         "--directions", "en-de", "--quick"],
+        capture_output=True, text=True, env={**os.environ, "KERAS_ATTENTION_DATA": str(tmp_path / "data")},
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("train_multi30k: error: Parallel files must have the same number of lines")
+    assert "train.en.gz has 2 lines" in last
