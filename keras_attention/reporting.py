@@ -6,7 +6,9 @@ def print_summary(results):
     print("\n=== Summary ===")
     print(f"data:       {results['data']}")
     print(f"parameters: {results['parameters']:,}")
-    print(f"training:   {results['train_seconds']:.0f} s")
+    evaluating = results.get("evaluation_seconds")
+    print(f"training:   {results['train_seconds']:.0f} s"
+          + (f" ({evaluating:.0f} s of it on the epochs' validation)" if evaluating is not None else ""))
     test = results.get("test")
     if test:
         print(f"test BLEU:  {test['bleu']:.2f} (cased, 13a), {test['bleu_lowercase']:.2f} "

@@ -33,6 +33,14 @@ MULTI30K_RUNS = [(m, d) for m in ("transformer", "bahdanau", "luong", "rnn") for
 MULTI30K_VARIANTS = {"transformer": ["transformer-shared"]}
 
 
+def training_time(run):
+    """'71 min', or '95 min, 6 validating' when the run recorded its evaluation seconds."""
+    text = f"{run['train_seconds'] / 60:.0f} min"
+    if run.get("evaluation_seconds") is not None:
+        text += f", {run['evaluation_seconds'] / 60:.0f} validating"
+    return text
+
+
 def multi30k():
     runs = []
     for model, direction in MULTI30K_RUNS:
@@ -59,12 +67,14 @@ def multi30k():
                    else "| not scored ") if moses else ""
         lines.append(f"| {name} | {direction.replace('-', '->')} | {config['epochs']} | {bleu(r['test'])} "
                      f"| {bleu(r.get('test_beam4'))} | {bleu(averaged)} {fairseq}"
-                     f"| {r['test']['chrf']:.1f} | {r['train_seconds'] / 60:.0f} min | {r['parameters']:,} "
+                     f"| {r['test']['chrf']:.1f} | {training_time(r)} | {r['parameters']:,} "
                      f"| {r.get('commit') or 'not recorded'}{' (*)' if r.get('note') else ''} |")
     lines += ["", "BLEU is sacreBLEU on test_2016_flickr, cased 13a / lower-cased; beam 4 with the GNMT length "
               "penalty 0.6. Each row is `python scripts/train_multi30k.py --models MODEL --directions SRC-TGT` "
               "(its JSON in `benchmarks/multi30k/`), trained on a shared 2-core CPU machine; the rows ran on "
-              "different days and hosts (whose speed differed up to 3x), so compare their BLEU, not their minutes."]
+              "different days and hosts (whose speed differed up to 3x), so compare their BLEU, not their minutes. "
+              "The training time is the `train` command's own: the epochs' seconds, each epoch with its validation "
+              "loss and BLEU on 200 sentences, whose share is given where the run recorded it."]
     if any(r.get("note") for *_, r in runs):
         lines += ["", "(*) Not made by that command alone: the run's JSON has a `note` saying how it was made."]
     if moses:

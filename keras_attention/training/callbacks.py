@@ -15,7 +15,8 @@ class BleuCallback(keras.callbacks.Callback):
 
     Adds `val_bleu`, `val_bleu_lowercase` and `val_chrf` to the epoch logs, so
     they appear in the progress bar's history, in `History`, in CSV/TensorBoard
-    loggers, and can drive `ModelCheckpoint(monitor="val_bleu", mode="max")`.
+    loggers, and can drive `ModelCheckpoint(monitor="val_bleu", mode="max")`;
+    and `bleu_seconds`, the seconds the evaluation took.
 
     Args:
         translator: a `Translator` around the model being trained.
@@ -37,7 +38,9 @@ class BleuCallback(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if logs is None or (epoch + 1) % self.frequency:
             return
+        started = time.perf_counter()
         scores = evaluate_bleu(self.translator, self.pairs, method=self.method)
+        logs["bleu_seconds"] = time.perf_counter() - started
         logs["val_bleu"] = scores["bleu"]
         logs["val_bleu_lowercase"] = scores["bleu_lowercase"]
         logs["val_chrf"] = scores["chrf"]
@@ -51,7 +54,7 @@ class BleuCallback(keras.callbacks.Callback):
 
 
 class EpochTimer(keras.callbacks.Callback):
-    """Log each epoch's wall-clock seconds as `epoch_seconds`.
+    """Log each epoch's wall-clock seconds as `epoch_seconds`, and its validation pass's as `validation_seconds`.
 
     The time runs from the epoch's start to this callback's `on_epoch_end`, so
     it covers the training steps, the validation pass and every callback
@@ -59,15 +62,26 @@ class EpochTimer(keras.callbacks.Callback):
     evaluation, before `CSVLogger` to have the column in the file). Summing
     the column of a resumed job's `history.csv` gives its training time over
     all its processes; only the part of an epoch done before a kill, and not
-    logged, is missing.
+    logged, is missing. `validation_seconds` (0 in an epoch without
+    validation) and `BleuCallback`'s `bleu_seconds` are the parts of it spent
+    evaluating.
     """
 
     def on_epoch_begin(self, epoch, logs=None):
         self._started = time.perf_counter()
+        self._validation_seconds = 0.0
+
+    def on_test_begin(self, logs=None):
+        self._test_started = time.perf_counter()
+
+    def on_test_end(self, logs=None):
+        if hasattr(self, "_started"):  # inside fit; `evaluate` alone has no epoch
+            self._validation_seconds += time.perf_counter() - self._test_started
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
             logs["epoch_seconds"] = time.perf_counter() - self._started
+            logs["validation_seconds"] = self._validation_seconds
 
 
 class StepTimer(keras.callbacks.Callback):

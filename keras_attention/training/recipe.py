@@ -151,6 +151,7 @@ def _run(config, verbose, strategy, output_dir):
     translator.save(os.path.join(output_dir, "translator"))
 
     results = {"data": prepared.description, "train_seconds": _train_seconds(history, fit_seconds),
+               "evaluation_seconds": _evaluation_seconds(history),
                "parameters": int(model.count_params()), "steps": backup.completed_steps,
                "steps_per_epoch": prepared.steps_per_epoch, "resumed_from_step": resumed_from,
                "replicas": strategy.num_replicas_in_sync, "config": dataclasses.asdict(config),
@@ -214,6 +215,16 @@ def _train_seconds(history, this_process_seconds):
     if len(epoch_seconds) == len(history.get("loss", [])) and all(isinstance(s, float) for s in epoch_seconds):
         return round(sum(epoch_seconds), 1)
     return round(this_process_seconds, 1)
+
+
+def _evaluation_seconds(history):
+    """The part of `train_seconds` spent on the epochs' validation loss and BLEU, or None when
+    some epoch did not record it (a run resumed from a backup written before they were timed)."""
+    validation = history.get("validation_seconds", [])
+    if len(validation) != len(history.get("loss", [])) or not all(isinstance(s, float) for s in validation):
+        return None
+    bleu = [s for s in history.get("bleu_seconds", []) if isinstance(s, float)]  # "NA" in epochs without BLEU
+    return round(sum(validation) + sum(bleu), 1)
 
 
 def _test_scores(translator, test_pairs, max_examples):

@@ -74,6 +74,9 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
                      "| transformer (small), one vocabulary, shared embeddings | en->de",
                      "| transformer (small) | de->en"]
     assert "(*)" not in "\n".join(lines)
+    (runs / "transformer-shared-en-de.json").write_text(json.dumps({**variant, "train_seconds": 5700.0,
+                                                                   "evaluation_seconds": 330.0}))
+    assert "| 95 min, 6 validating |" in make_results.multi30k()  # 5700 s, of them 330 s on validation
     (runs / "transformer-shared-en-de.json").write_text(json.dumps({**variant, "note": "stopped after epoch 9"}))
     table = make_results.multi30k()  # a run made otherwise than by the command is marked and told
     assert table.count("(*)") == 2 and "| abc1234 (*) |" in table and "has a `note`" in table

@@ -41,7 +41,12 @@ def test_quick_run_records_and_prints(quick_run):
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                           cwd=Path(__file__).parent).stdout.strip()
     assert results["commit"].rstrip("+") == (head or "unknown")  # recorded when the run started
-    assert results["train_seconds"] == round(sum(results["history"]["epoch_seconds"]), 1) > 0
+    history = results["history"]
+    assert results["train_seconds"] == round(sum(history["epoch_seconds"]), 1) > 0
+    # Each epoch's validation loss and BLEU: a part of its time, summed.
+    assert all(0 < v + b < e for v, b, e in zip(history["validation_seconds"], history["bleu_seconds"],
+                                                history["epoch_seconds"]))
+    assert results["evaluation_seconds"] == round(sum(history["validation_seconds"]) + sum(history["bleu_seconds"]), 1)
     assert "| bahdanau | de-en |" in out and f"| {results['commit']} |" in out
     bleu = lambda key: f"{results[key]['bleu']:.1f} / {results[key]['bleu_lowercase']:.1f}"  # noqa: E731
     assert f"| {bleu('test')} | {bleu('test_beam4')} | {bleu('test_average_beam4')} |" in out

@@ -1,4 +1,5 @@
-"""`EpochTimer` logs each epoch's seconds, also into a CSVLogger placed after it; `StepTimer` finds the slow steps."""
+"""`EpochTimer` logs each epoch's seconds and its validation's, also into a CSVLogger placed after it; `StepTimer`
+finds the slow steps."""
 
 import csv
 import time
@@ -9,13 +10,18 @@ import numpy as np
 from keras_attention.training.callbacks import EpochTimer
 
 
-class _Slow(keras.callbacks.Callback):
-    def __init__(self, seconds):
+class _Sleep(keras.callbacks.Callback):
+    """Sleeps after each training step (`train` seconds) and each validation step (`test` seconds)."""
+
+    def __init__(self, train=0.0, test=0.0):
         super().__init__()
-        self.seconds = seconds
+        self.train, self.test = train, test
 
     def on_train_batch_end(self, batch, logs=None):
-        time.sleep(self.seconds)
+        time.sleep(self.train)
+
+    def on_test_batch_end(self, batch, logs=None):
+        time.sleep(self.test)
 
 
 def test_epoch_timer_logs_seconds_per_epoch_into_history_and_csv(tmp_path):
@@ -25,13 +31,28 @@ def test_epoch_timer_logs_seconds_per_epoch_into_history_and_csv(tmp_path):
     path = tmp_path / "history.csv"
     started = time.perf_counter()
     history = model.fit(x, y, batch_size=2, epochs=2, verbose=0,  # 4 steps of >= 0.05 s each epoch
-                        callbacks=[_Slow(0.05), EpochTimer(), keras.callbacks.CSVLogger(str(path))])
+                        callbacks=[_Sleep(train=0.05), EpochTimer(), keras.callbacks.CSVLogger(str(path))])
     elapsed = time.perf_counter() - started
     seconds = history.history["epoch_seconds"]
     assert len(seconds) == 2 and all(s >= 4 * 0.05 for s in seconds) and sum(seconds) <= elapsed
     with open(path, newline="") as f:
         logged = [float(row["epoch_seconds"]) for row in csv.DictReader(f)]
     np.testing.assert_allclose(logged, seconds, rtol=1e-6)
+
+
+def test_epoch_timer_logs_the_validation_passes_share_of_the_epoch():
+    """Validation sleeps 3 x 0.1 s and training 4 x 0.5 s: the validation part holds the first and not the
+    second, the epoch both; without validation data the part is 0."""
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    x, y = np.zeros((8, 2), "float32"), np.zeros((8, 1), "float32")
+    history = model.fit(x, y, batch_size=2, epochs=1, verbose=0, validation_data=(x[:6], y[:6]),
+                        callbacks=[_Sleep(train=0.5, test=0.1), EpochTimer()])
+    [validation], [epoch] = history.history["validation_seconds"], history.history["epoch_seconds"]
+    assert 0.3 <= validation < 2.0
+    assert epoch >= validation + 2.0
+    history = model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[EpochTimer()])
+    assert history.history["validation_seconds"] == [0.0]
 
 
 def test_step_timer_sums_the_steps_far_above_the_median():
