@@ -30,8 +30,12 @@ def provenance(result, name, command):
     return f"Measured {where}, with `{command}` (`benchmarks/{name}`)."
 
 
-def bleu(scores):
-    return f"{scores['bleu']:.1f} / {scores['bleu_lowercase']:.1f}" if scores else "not scored"
+def bleu(scores, lower_cased_output=False):
+    """'cased / lower-cased' BLEU; a model that writes lower case has no cased score worth printing."""
+    if not scores:
+        return "not scored"
+    cased = "-" if lower_cased_output else f"{scores['bleu']:.1f}"
+    return f"{cased} / {scores['bleu_lowercase']:.1f}"
 
 
 def table(header, rows, notes):

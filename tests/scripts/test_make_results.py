@@ -77,6 +77,11 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
     (runs / "transformer-shared-en-de.json").write_text(json.dumps({**variant, "train_seconds": 5700.0,
                                                                    "evaluation_seconds": 330.0}))
     assert "| 95 min, 6 validating |" in make_results.multi30k()  # 5700 s, of them 330 s on validation
+    lower = {**variant, "config": {**variant["config"], "lower_case": True}}
+    (runs / "transformer-shared-en-de.json").write_text(json.dumps(lower))
+    # Trained lower-cased: its cased BLEU (of lower-case output) is not shown.
+    assert "trained lower-cased | en->de | 9 | - / 30.6 | - / 30.6 | not scored | not scored | 55.0 |" \
+        in make_results.multi30k()
     (runs / "transformer-shared-en-de.json").write_text(json.dumps({**variant, "note": "stopped after epoch 9"}))
     table = make_results.multi30k()  # a run made otherwise than by the command is marked and told
     assert table.count("(*)") == 2 and "| abc1234 (*) |" in table and "has a `note`" in table
