@@ -38,6 +38,14 @@ def bleu(scores, lower_cased_output=False):
     return f"{cased} / {scores['bleu_lowercase']:.1f}"
 
 
+def training_time(run):
+    """'71 min', or '95 min, 6 validating' when the run recorded its evaluation seconds."""
+    text = f"{run['train_seconds'] / 60:.0f} min"
+    if run.get("evaluation_seconds") is not None:
+        text += f", {run['evaluation_seconds'] / 60:.0f} validating"
+    return text
+
+
 def table(header, rows, notes):
     """A Markdown table (the first column left-aligned, the others right) followed by note paragraphs."""
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]

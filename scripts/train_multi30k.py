@@ -25,6 +25,8 @@ import os
 import subprocess
 import sys
 
+from results_common import bleu, training_time  # this folder: run as a script
+
 from keras_attention.data import load_multi30k
 from keras_attention.decoding.translator import Translator
 from keras_attention.training.averaging import average_translator
@@ -144,16 +146,12 @@ def table(rows):
         "training time | parameters | commit |",
         "|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
-
-    def bleu(results, key):
-        scores = results.get(key)
-        return f"{scores['bleu']:.1f} / {scores['bleu_lowercase']:.1f}" if scores else "-"
-
     for model, direction, results in rows:
+        lower = results["config"].get("lower_case", False)
         lines.append(
-            f"| {model} | {direction} | {bleu(results, 'test')} | {bleu(results, 'test_beam4')} | "
-            f"{bleu(results, 'test_average_beam4')} | {results['test']['chrf']:.1f} | "
-            f"{results['train_seconds'] / 60:.0f} min | {results['parameters']:,} | "
+            f"| {model} | {direction} | {bleu(results.get('test'), lower)} | "
+            f"{bleu(results.get('test_beam4'), lower)} | {bleu(results.get('test_average_beam4'), lower)} | "
+            f"{results['test']['chrf']:.1f} | {training_time(results)} | {results['parameters']:,} | "
             f"{results.get('commit', 'unknown')} |"
         )
     return "\n".join(lines)

@@ -113,17 +113,22 @@ def load_multi30k(
     split = SPLIT_ALIASES.get(split, split)
     check_choice("split", split, SPLITS + tuple(SPLIT_ALIASES))
     names = [multi30k_filename(split, source), multi30k_filename(split, target)]
-    paths = multi30k_paths(names, data_dir=data_dir, base_url=base_url, cache_dir=cache_dir)
+    paths = multi30k_paths(names, data_dir=data_dir, base_url=base_url, cache_dir=cache_dir, stacklevel=3)
     # The same streaming reader as any corpus; Multi30k has no bad lines, so any is an error.
     return read_parallel_text(paths[0], paths[1], strict=True, report=report)
 
 
-def multi30k_paths(names, data_dir=None, base_url=BASE_URL, cache_dir=None):
+def multi30k_paths(names, data_dir=None, base_url=BASE_URL, cache_dir=None, stacklevel=2):
     """Return local paths of the Multi30k files `names`, downloading if needed.
+
+    A local file that is not the published one (its SHA-256 differs) is
+    returned with a one-line warning.
 
     Args:
         names: list of file names such as `"train.en.gz"` (keys of `SHA256`).
         data_dir, base_url, cache_dir: as in `load_multi30k`.
+        stacklevel: int. The frame the warning names, as in `warnings.warn`
+            (2: the caller of this function).
 
     Returns:
         A list of paths, one per name, all in the same folder.
@@ -132,20 +137,30 @@ def multi30k_paths(names, data_dir=None, base_url=BASE_URL, cache_dir=None):
         if all(os.path.isfile(os.path.join(folder, name)) for name in names):
             paths = [os.path.join(folder, name) for name in names]
             for name, path in zip(names, paths):
-                _warn_if_not_published(name, path)
+                _warn_if_not_published(name, path, stacklevel + 1)  # one frame deeper
             return paths
     cache = _cache_folder(cache_dir)
     return [download_multi30k_file(name, cache, base_url) for name in names]
 
 
-def _warn_if_not_published(name, path):
-    """Warn (one line) if the local file `path` is not the published Multi30k file `name`."""
-    actual = sha256_of(path)
+# (path, size, modification time) -> SHA-256, for the local files this process has read: a run loads
+# the same two files for each split, the tests dozens of times.
+_CHECKED = {}
+
+
+def _warn_if_not_published(name, path, stacklevel):
+    """Warn (one line), naming the frame `stacklevel` (counted from here), if the local file `path` is not the
+    published Multi30k file `name`."""
+    stat = os.stat(path)
+    key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _CHECKED:
+        _CHECKED[key] = sha256_of(path)
+    actual = _CHECKED[key]
     if actual != SHA256[name]:
         warnings.warn(
             f"{path} is not the published Multi30k {name} (sha256 {actual[:12]}..., expected "
             f"{SHA256[name][:12]}...); reading it as it is, so results are not comparable with others'.",
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
 
 

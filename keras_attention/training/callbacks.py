@@ -67,6 +67,10 @@ class EpochTimer(keras.callbacks.Callback):
     evaluating.
     """
 
+    def __init__(self):
+        super().__init__()
+        self._validation_seconds = 0.0  # `evaluate` alone (no epoch) adds to it harmlessly
+
     def on_epoch_begin(self, epoch, logs=None):
         self._started = time.perf_counter()
         self._validation_seconds = 0.0
@@ -75,8 +79,7 @@ class EpochTimer(keras.callbacks.Callback):
         self._test_started = time.perf_counter()
 
     def on_test_end(self, logs=None):
-        if hasattr(self, "_started"):  # inside fit; `evaluate` alone has no epoch
-            self._validation_seconds += time.perf_counter() - self._test_started
+        self._validation_seconds += time.perf_counter() - self._test_started
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:

@@ -2,6 +2,7 @@ import functools
 import gzip
 import hashlib
 import http.server
+import inspect
 import os
 import shutil
 import threading
@@ -116,6 +117,25 @@ def test_published_local_files_load_without_a_warning(multi30k_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert len(pairs_of(load_multi30k("en", "de", "val", data_dir=multi30k_dir))) == multi30k_module.SPLIT_SIZES["val"]
+
+
+def test_the_warning_names_the_callers_line_and_follows_an_edited_file(multi30k_dir, tmp_path):
+    """The warning points at the line that asked for the files, through `load_multi30k` or `multi30k_paths`;
+    a file checked once is checked again after it changes (the sums are remembered by size and time)."""
+    copy_val(multi30k_dir, tmp_path)
+    names = ["val.en.gz", "val.de.gz"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        multi30k_module.multi30k_paths(names, data_dir=tmp_path)  # the published files: checked, no warning
+    copy_val(multi30k_dir, tmp_path, first_line="edited")
+    with pytest.warns(UserWarning, match=r"val\.en\.gz is not the published") as caught:
+        line = inspect.currentframe().f_lineno + 1
+        load_multi30k("en", "de", "val", data_dir=tmp_path)
+    assert [(w.filename, w.lineno) for w in caught] == [(__file__, line)]
+    with pytest.warns(UserWarning, match=r"val\.en\.gz is not the published") as caught:
+        line = inspect.currentframe().f_lineno + 1
+        multi30k_module.multi30k_paths(names, data_dir=tmp_path)
+    assert [(w.filename, w.lineno) for w in caught] == [(__file__, line)]
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):

@@ -50,6 +50,8 @@ def test_quick_run_records_and_prints(quick_run):
     assert "| bahdanau | de-en |" in out and f"| {results['commit']} |" in out
     bleu = lambda key: f"{results[key]['bleu']:.1f} / {results[key]['bleu_lowercase']:.1f}"  # noqa: E731
     assert f"| {bleu('test')} | {bleu('test_beam4')} | {bleu('test_average_beam4')} |" in out
+    minutes = f"{results['train_seconds'] / 60:.0f} min, {results['evaluation_seconds'] / 60:.0f} validating"
+    assert f"| {minutes} |" in out
 
 
 def test_scores_beam_search_and_averaged_checkpoints(quick_run):
