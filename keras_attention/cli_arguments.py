@@ -59,6 +59,8 @@ def _add_training_flags(parser):
                        help="global batch as a token budget (instead of --batch-size)")
     group.add_argument("--learning-rate", type=checked("learning_rate"))
     group.add_argument("--warmup-steps", type=checked("warmup_steps"))
+    group.add_argument("--peak-learning-rate", type=checked("peak_learning_rate"),
+                       help="Transformer: the schedule's rate after the warm-up (default: 1e-3)")
     group.add_argument("--label-smoothing", type=checked("label_smoothing"), default=0.1)
     group.add_argument("--dropout", type=checked("dropout"), help="the model's dropout rate (default: the preset's)")
     group.add_argument("--attention-dropout", type=checked("attention_dropout"),
@@ -280,6 +282,7 @@ def config_from_args(args):
         model=args.model, preset=args.preset, **_reading_fields(args),
         epochs=args.epochs, batch_size=args.batch_size, batch_tokens=args.batch_tokens,
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
+        peak_learning_rate=args.peak_learning_rate,
         label_smoothing=args.label_smoothing, strategy=args.strategy, precision=args.precision,
         jit_compile=False if args.no_jit else True if args.jit else "auto", length_buckets=args.length_buckets,
         cpu_dropout=not args.no_cpu_dropout, output_dir=args.output,

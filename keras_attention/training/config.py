@@ -36,8 +36,11 @@ class TrainConfig:
         batch_tokens: a token budget per batch instead of `batch_size` (each
             length bucket gets as many pairs as fit).
         learning_rate: None for the model's default (the warm-up schedule for
-            the Transformer, 1e-3 for RNNs).
+            the Transformer, 1e-3 for RNNs); a number trains at that fixed rate.
         warmup_steps: Transformer warm-up; None means 5% of all steps.
+        peak_learning_rate: the Transformer schedule's rate at the end of the
+            warm-up (it then decays as 1/sqrt(step)); None means 1e-3. Larger
+            batches (`batch_tokens`) usually take a larger peak.
         label_smoothing: epsilon of the loss.
         strategy, precision: see `training.distribution`.
         jit_compile: compile the training step with XLA: True, False, or
@@ -110,6 +113,7 @@ class TrainConfig:
     batch_tokens: int = None
     learning_rate: float = None
     warmup_steps: int = None
+    peak_learning_rate: float = None
     label_smoothing: float = 0.1
     strategy: str = "auto"
     precision: str = "float32"
@@ -140,6 +144,11 @@ class TrainConfig:
         check_options(self)  # the ranges the command line checks too
         if not (isinstance(self.jit_compile, bool) or self.jit_compile == "auto"):
             raise ValueError(f'`jit_compile` must be True, False or "auto". Received: jit_compile={self.jit_compile!r}')
+        if self.peak_learning_rate is not None and (self.model != "transformer" or self.learning_rate is not None):
+            raise ValueError("--peak-learning-rate is the Transformer's warm-up schedule; a fixed rate is "
+                             "--learning-rate. Received: "
+                             f"--model {self.model}, --learning-rate {self.learning_rate}, "
+                             f"--peak-learning-rate {self.peak_learning_rate}")
         if self.share_embeddings and self.model != "transformer":
             raise ValueError("--share-embeddings is for the Transformer (an RNN's source and target "
                              f"embeddings differ in use). Received: --model {self.model}")

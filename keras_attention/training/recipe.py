@@ -43,6 +43,9 @@ from keras_attention.training.run_folder import RunFolder
 from keras_attention.training.schedules import TransformerSchedule
 
 # `TrainConfig` and `load_splits` live in `training.config` and `training.corpus`; here too, for scripts.
+# The Transformer schedule's peak rate when the configuration gives none.
+DEFAULT_PEAK = 1e-3
+
 __all__ = ["TrainConfig", "compile_for_training", "load_splits", "prepare_data", "train"]
 
 
@@ -53,9 +56,9 @@ def compile_for_training(model, config, steps_per_epoch, jit_compile):
     elif config.model == "transformer":
         total = steps_per_epoch * config.epochs
         warmup = config.warmup_steps or max(1, total // 20)
-        # Scale so that the peak rate is about 1e-3 whatever the warm-up length.
+        # Scale so that the peak rate is the configured one (1e-3) whatever the warm-up length.
         peak = (model.d_model * warmup) ** -0.5
-        rate = TransformerSchedule(model.d_model, warmup, scale=1e-3 / peak)
+        rate = TransformerSchedule(model.d_model, warmup, scale=(config.peak_learning_rate or DEFAULT_PEAK) / peak)
     else:
         rate = 1e-3
     # Our Adam clips the gradient of the global batch, not each replica's share.

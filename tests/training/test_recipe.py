@@ -1,4 +1,5 @@
-"""The training recipe's vocabulary options: one joint vocabulary, one shared embedding."""
+"""The training recipe's options: one joint vocabulary, one shared embedding, the learning-rate peak; the step
+traced once."""
 
 import numpy as np
 import pytest
@@ -64,6 +65,28 @@ def test_shared_embedding_is_one_matrix_and_survives_saving_and_export(shared_ru
 def test_shared_embeddings_refuse_what_cannot_share(options, message):
     with pytest.raises(ValueError, match=message):
         TrainConfig(share_embeddings=True, **options)
+
+
+@pytest.mark.parametrize("peak", [None, 3e-3])
+def test_the_transformer_schedule_peaks_at_the_configured_rate_at_the_end_of_the_warm_up(peak):
+    from keras_attention.models.transformer import Transformer
+    from keras_attention.training.recipe import compile_for_training
+
+    model = Transformer(30, 30, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32)
+    config = TrainConfig(model="transformer", epochs=2, warmup_steps=10, peak_learning_rate=peak)
+    compile_for_training(model, config, steps_per_epoch=50, jit_compile=False)
+    schedule = model.optimizer._learning_rate
+    rates = [float(schedule(step)) for step in range(100)]
+    assert int(np.argmax(rates)) == 9  # the tenth step (steps count from 1)
+    np.testing.assert_allclose(max(rates), peak or 1e-3, rtol=1e-5)
+    np.testing.assert_allclose(rates[4], (peak or 1e-3) * 5 / 10, rtol=1e-5)  # linear warm-up
+    np.testing.assert_allclose(rates[39], (peak or 1e-3) * (10 / 40) ** 0.5, rtol=1e-5)  # then 1/sqrt(step)
+
+
+@pytest.mark.parametrize("options", [dict(model="bahdanau"), dict(model="transformer", learning_rate=1e-3)])
+def test_a_peak_rate_needs_the_transformer_schedule(options):
+    with pytest.raises(ValueError, match="--peak-learning-rate is the Transformer's warm-up schedule"):
+        TrainConfig(peak_learning_rate=2e-3, **options)
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])
