@@ -33,6 +33,17 @@ def test_every_public_name_is_in_the_api_reference(site, module):
     assert not missing, f"not in docs/api/{module}.md: {missing}"
 
 
+def test_the_models_decoding_step_methods_are_documented(site):
+    """`keras_attention.decoding` drives any model with these methods; the Transformer's come from a mixin."""
+    html = (site / "api" / "models" / "index.html").read_text(encoding="utf-8")
+    methods = {"Transformer": ["init_decoding_state", "init_beam_state", "grow_decoding_state",
+                               "reorder_beam_state", "decode_step"],
+               "Seq2SeqRNN": ["init_decoding_state", "decode_step"]}
+    for model, names in methods.items():
+        for method in names:
+            assert f'id="keras_attention.models.{model}.{method}"' in html, (model, method)
+
+
 def test_every_page_is_in_the_navigation_and_the_results_are_generated(site):
     pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
     nav = (ROOT / "mkdocs.yml").read_text()
