@@ -81,7 +81,8 @@ PROBABILITY_BELOW_ONE = Range(float, 0, 1, high_open=True)
 
 RANGES = {
     # training
-    "epochs": COUNT, "batch_size": COUNT, "batch_tokens": COUNT, "learning_rate": POSITIVE, "peak_learning_rate": POSITIVE,
+    "epochs": COUNT, "batch_size": COUNT, "batch_tokens": COUNT, "learning_rate": POSITIVE,
+    "peak_learning_rate": POSITIVE,
     "warmup_steps": COUNT_OR_ZERO, "label_smoothing": PROBABILITY_BELOW_ONE,
     "backup_every_steps": COUNT, "keep_checkpoints": COUNT_OR_ZERO, "bleu_sample": COUNT_OR_ZERO,
     "length_buckets": COUNT,

@@ -62,8 +62,9 @@ def multi30k():
                      f"| {bleu(r.get('test_beam4'), lower)} | {bleu(averaged, lower)} {fairseq}"
                      f"| {r['test']['chrf']:.1f} | {training_time(r)} | {r['parameters']:,} "
                      f"| {r.get('commit') or 'not recorded'}{' (*)' if r.get('note') else ''} |")
-    lines += ["", "BLEU is sacreBLEU on test_2016_flickr, cased 13a / lower-cased (a model trained lower-cased has only "
-              "the second); beam 4 with the GNMT length penalty 0.6. Each row is `python scripts/train_multi30k.py --models MODEL --directions SRC-TGT` "
+    lines += ["", "BLEU is sacreBLEU on test_2016_flickr, cased 13a / lower-cased (a model trained lower-cased has "
+              "only the second); beam 4 with the GNMT length penalty 0.6. Each row is "
+              "`python scripts/train_multi30k.py --models MODEL --directions SRC-TGT` "
               "(its JSON in `benchmarks/multi30k/`), trained on a shared 2-core CPU machine; the rows ran on "
               "different days and hosts (whose speed differed up to 3x), so compare their BLEU, not their minutes. "
               "The training time is the `train` command's own: the epochs' seconds, each epoch with its validation "

@@ -42,10 +42,10 @@ from keras_attention.training.optimizers import Adam
 from keras_attention.training.run_folder import RunFolder
 from keras_attention.training.schedules import TransformerSchedule
 
-# `TrainConfig` and `load_splits` live in `training.config` and `training.corpus`; here too, for scripts.
 # The Transformer schedule's peak rate when the configuration gives none.
 DEFAULT_PEAK = 1e-3
 
+# `TrainConfig` and `load_splits` live in `training.config` and `training.corpus`; here too, for scripts.
 __all__ = ["TrainConfig", "compile_for_training", "load_splits", "prepare_data", "train"]
 
 
