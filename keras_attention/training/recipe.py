@@ -110,6 +110,9 @@ def _train(config, verbose):
     if not distribution.is_chief(strategy):
         output_dir = os.path.join(output_dir, distribution.task_name(strategy))
     folder = RunFolder(output_dir, resume=config.resume, overwrite=config.overwrite)
+    if folder.restarted:
+        print(f"{output_dir} holds a run stopped before its first backup: starting it again "
+              f"(its files wait in {folder.set_aside} until this run finishes).")
     try:
         result = _run(config, verbose, strategy, output_dir)
     except BaseException:

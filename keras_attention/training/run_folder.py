@@ -5,7 +5,10 @@ told what to do:
 
 - `resume=True` continues the run from its backup (an interrupted run, or a
   finished one kept with `keep_backup`, for more epochs). In a folder with no
-  run yet it starts one, so a job scheduler can restart the same command.
+  run yet it starts one, so a job scheduler can restart the same command; so
+  it does in a folder whose run was killed before its first backup (no
+  `backup/`, no `results.json`: nothing trained to keep), setting that run's
+  files aside as `overwrite` does.
 - `overwrite=True` starts again. The old run's files are moved to
   `OUTPUT/.previous-run/` and deleted only when the new run has finished; if
   the new run fails or is interrupted, they are moved back.
@@ -36,11 +39,13 @@ class RunFolder:
         if held and not (resume or overwrite):
             raise ValueError(f"{self.path} already holds a run ({', '.join(held)}): pass --resume to continue "
                              "it (with more --epochs to extend a finished one) or --overwrite to start again.")
-        if resume and held and not os.path.isdir(os.path.join(self.path, "backup")):
+        # A run killed before its first backup wrote its untrained translator and an empty history only.
+        self.restarted = resume and bool(held) and "backup" not in held and "results.json" not in held
+        if resume and held and "backup" not in held and not self.restarted:
             raise ValueError(f"{self.path} holds a finished run without its backup, so it cannot be resumed "
                              "(--keep-backup keeps it); pass --overwrite to start again.")
         self.held, self.set_aside = held, None
-        if overwrite and held:
+        if (overwrite or self.restarted) and held:
             self.set_aside = previous
             os.makedirs(previous)
             for name in held:

@@ -74,6 +74,27 @@ def test_overwrite_keeps_the_old_run_until_the_new_one_finishes(tmp_path):
     assert (run / "translator" / "model.keras").read_bytes() == b"new model"
 
 
+def test_resume_starts_again_a_run_killed_before_its_first_backup(tmp_path):
+    run = tmp_path / "run"
+    (run / "translator").mkdir(parents=True)
+    (run / "translator" / "model.keras").write_bytes(b"untrained start")
+    (run / "history.csv").write_text("")
+    (run / "notes.txt").write_text("the user's own file")
+    before = snapshot(run)
+    folder = RunFolder(run, resume=True)
+    assert folder.restarted
+    assert sorted(os.listdir(run)) == [PREVIOUS, "notes.txt"]
+    (run / "translator").mkdir()
+    folder.failed()  # killed again before a backup: the first attempt's files come back
+    assert snapshot(run) == before
+    folder = RunFolder(run, resume=True)
+    (run / "backup").mkdir()
+    (run / "results.json").write_text("{}")
+    folder.finished()
+    assert sorted(os.listdir(run)) == ["backup", "notes.txt", "results.json"]
+    assert not RunFolder(run, resume=True).restarted  # a backup: resumed, not restarted
+
+
 def test_a_set_aside_run_left_by_a_killed_overwrite_is_never_discarded(tmp_path):
     run = tmp_path / "run"
     finished_run(run)
