@@ -173,8 +173,7 @@ def compile_translation_model(model, steps_per_epoch, epochs, label_smoothing=0.
     """
     if isinstance(model, models.Transformer):
         warmup = max(1, steps_per_epoch * epochs // 20)
-        peak = (model.d_model * warmup) ** -0.5
-        rate = TransformerSchedule(model.d_model, warmup, scale=1e-3 / peak)
+        rate = TransformerSchedule.with_peak(model.d_model, warmup, peak=1e-3)
     else:
         rate = 1e-3
     model.compile(

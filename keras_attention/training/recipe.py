@@ -56,9 +56,8 @@ def compile_for_training(model, config, steps_per_epoch, jit_compile):
     elif config.model == "transformer":
         total = steps_per_epoch * config.epochs
         warmup = config.warmup_steps or max(1, total // 20)
-        # Scale so that the peak rate is the configured one (1e-3) whatever the warm-up length.
-        peak = (model.d_model * warmup) ** -0.5
-        rate = TransformerSchedule(model.d_model, warmup, scale=(config.peak_learning_rate or DEFAULT_PEAK) / peak)
+        # The peak rate is the configured one (1e-3 by default) whatever the warm-up length.
+        rate = TransformerSchedule.with_peak(model.d_model, warmup, config.peak_learning_rate or DEFAULT_PEAK)
     else:
         rate = 1e-3
     # Our Adam clips the gradient of the global batch, not each replica's share.

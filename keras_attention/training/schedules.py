@@ -34,6 +34,20 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
             raise ValueError(f"`scale` must be positive. Received: scale={scale!r}")
         self.scale = float(scale)
 
+    @classmethod
+    def with_peak(cls, d_model, warmup_steps, peak):
+        """The schedule scaled so that its rate at the end of the warm-up is `peak`.
+
+        >>> schedule = TransformerSchedule.with_peak(256, warmup_steps=2000, peak=1e-3)
+        >>> round(float(schedule(1999)), 6)
+        0.001
+        """
+        if not peak > 0:
+            raise ValueError(f"`peak` must be positive. Received: peak={peak!r}")
+        d_model = check_positive_int("d_model", d_model)
+        warmup_steps = check_positive_int("warmup_steps", warmup_steps)
+        return cls(d_model, warmup_steps, scale=peak / (d_model * warmup_steps) ** -0.5)
+
     def __call__(self, step):
         step = ops.cast(step, "float32") + 1.0
         warmup = ops.cast(self.warmup_steps, "float32")

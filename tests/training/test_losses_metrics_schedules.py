@@ -71,3 +71,14 @@ def test_schedule_is_the_papers_formula():
     assert float(clone(123)) == float(schedule(123))
     with pytest.raises(ValueError, match="warmup_steps=0"):
         TransformerSchedule(512, warmup_steps=0)
+
+
+def test_schedule_with_peak_reaches_that_peak_at_the_end_of_the_warm_up():
+    schedule = TransformerSchedule.with_peak(256, warmup_steps=300, peak=3e-3)
+    rates = [float(schedule(s)) for s in range(0, 1200)]
+    assert int(np.argmax(rates)) == 299  # step 300, counted from 1
+    np.testing.assert_allclose(rates[299], 3e-3, rtol=1e-5)
+    np.testing.assert_allclose(rates[149], 3e-3 * 150 / 300, rtol=1e-5)  # linear warm-up
+    np.testing.assert_allclose(rates[1199], 3e-3 * (1200 / 300) ** -0.5, rtol=1e-5)  # 1/sqrt decay
+    with pytest.raises(ValueError, match="peak=0"):
+        TransformerSchedule.with_peak(256, 300, peak=0)
