@@ -228,3 +228,14 @@ def test_interrupted_download_leaves_nothing(server, tmp_path, monkeypatch):
     with pytest.raises(OSError, match="train.en.gz: download from .* failed"):  # 404
         load_multi30k("en", "de", "train", base_url=base_url, cache_dir=str(cache))
     assert os.listdir(cache / "datasets" / "multi30k") == []
+
+
+def test_each_local_file_is_hashed_once_a_process(multi30k_dir, tmp_path, monkeypatch):
+    copy_val(multi30k_dir, tmp_path)
+    hashed = []
+    real = multi30k_module.sha256_of
+    monkeypatch.setattr(multi30k_module, "sha256_of", lambda path: hashed.append(os.path.basename(path)) or real(path))
+    monkeypatch.setattr(multi30k_module, "_CHECKED", {})
+    for _ in range(3):
+        multi30k_module.multi30k_paths(["val.en.gz", "val.de.gz"], data_dir=tmp_path)
+    assert hashed == ["val.en.gz", "val.de.gz"]
