@@ -14,6 +14,10 @@ MODELS, PRESETS = MODEL_KINDS, PRESET_NAMES
 
 DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
 
+# `train` flags that replace a size of the Transformer preset (`models.Transformer` arguments).
+TRANSFORMER_SIZE_FLAGS = {"--num-layers": "num_layers", "--d-model": "d_model", "--num-heads": "num_heads",
+                          "--intermediate-dim": "intermediate_dim"}
+
 
 def _add_data_flags(parser):
     group = parser.add_argument_group("data")
@@ -65,6 +69,8 @@ def _add_training_flags(parser):
     group.add_argument("--dropout", type=checked("dropout"), help="the model's dropout rate (default: the preset's)")
     group.add_argument("--attention-dropout", type=checked("attention_dropout"),
                        help="Transformer: dropout on the attention weights (default: 0)")
+    for flag, name in TRANSFORMER_SIZE_FLAGS.items():
+        group.add_argument(flag, type=checked(name), help=f"Transformer: {name} (default: the preset's)")
     group.add_argument("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker"))
     group.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"))
     xla = group.add_mutually_exclusive_group()
@@ -295,11 +301,16 @@ def config_from_args(args):
 
 
 def _model_overrides(args):
-    """`--dropout` and `--attention-dropout`, as the model arguments they set."""
+    """`--dropout`, `--attention-dropout` and the Transformer's sizes, as the model arguments they set."""
     if args.attention_dropout is not None and args.model != "transformer":
         raise ValueError(f"--attention-dropout is for the Transformer (the RNNs' attention has no dropout). "
                          f"Received: --model {args.model}")
-    return {name: getattr(args, name) for name in ("dropout", "attention_dropout") if getattr(args, name) is not None}
+    sizes = [flag for flag, name in TRANSFORMER_SIZE_FLAGS.items() if getattr(args, name) is not None]
+    if sizes and args.model != "transformer":
+        raise ValueError(f"{', '.join(sizes)}: sizes of the Transformer (an RNN's sizes come from its --preset). "
+                         f"Received: --model {args.model}")
+    names = ("dropout", "attention_dropout", *TRANSFORMER_SIZE_FLAGS.values())
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def data_config(args):

@@ -87,6 +87,7 @@ RANGES = {
     "backup_every_steps": COUNT, "keep_checkpoints": COUNT_OR_ZERO, "bleu_sample": COUNT_OR_ZERO,
     "length_buckets": COUNT,
     "cache_limit": COUNT, "dropout": PROBABILITY_BELOW_ONE, "attention_dropout": PROBABILITY_BELOW_ONE,
+    "num_layers": COUNT, "d_model": COUNT, "num_heads": COUNT, "intermediate_dim": COUNT,
     # data
     "vocab_size": COUNT, "target_vocab_size": COUNT, "max_length": COUNT, "vocab_sample": COUNT,
     "max_train_examples": COUNT, "max_test_examples": COUNT, "max_examples": COUNT, "max_words": COUNT, "max_ratio": Range(float, 1), "shard_size": COUNT,

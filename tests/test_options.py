@@ -34,6 +34,8 @@ def test_ranges(allowed, inside, outside, words):
     (["evaluate", "t", "--max-examples", "0"], "argument --max-examples: must be an integer >= 1. Received: 0"),
     (["train", "--dropout", "1"], "argument --dropout: must be a number in [0, 1). Received: 1"),
     (["train", "--attention-dropout", "-0.1"], "argument --attention-dropout: must be a number in [0, 1)"),
+    (["train", "--num-layers", "0"], "argument --num-layers: must be an integer >= 1. Received: 0"),
+    (["train", "--d-model", "12.5"], "argument --d-model: must be an integer >= 1. Received: '12.5'"),
 ])
 def test_the_command_line_names_option_value_and_range(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -95,6 +97,22 @@ def test_dropout_flags_reach_the_model():
     assert config_from_args(_parser().parse_args(["train"])).overrides == {}
     args = _parser().parse_args(["train", "--model", "luong", "--attention-dropout", "0.1"])
     with pytest.raises(ValueError, match="--attention-dropout is for the Transformer.*--model luong"):
+        config_from_args(args)
+
+
+def test_size_flags_reach_the_transformer():
+    from keras_attention.cli_arguments import config_from_args
+    from keras_attention.models import Transformer
+
+    args = _parser().parse_args(["train", "--preset", "tiny", "--num-layers", "4", "--d-model", "64",
+                                 "--num-heads", "2", "--intermediate-dim", "96"])
+    overrides = config_from_args(args).overrides
+    assert overrides == {"num_layers": 4, "d_model": 64, "num_heads": 2, "intermediate_dim": 96}
+    model = Transformer.from_preset("tiny", 50, 60, **overrides)
+    assert (len(model.encoder_blocks), len(model.decoder_blocks), model.d_model) == (4, 4, 64)
+    assert model.get_config()["intermediate_dim"] == 96 and model.get_config()["num_heads"] == 2
+    args = _parser().parse_args(["train", "--model", "bahdanau", "--num-layers", "2", "--d-model", "64"])
+    with pytest.raises(ValueError, match="--num-layers, --d-model: sizes of the Transformer.*--model bahdanau"):
         config_from_args(args)
 
 
