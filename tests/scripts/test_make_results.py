@@ -74,6 +74,11 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
                      "| transformer (small), one vocabulary, shared embeddings | en->de",
                      "| transformer (small) | de->en"]
     assert "(*)" not in "\n".join(lines)
+    sized = {**result, "config": {"model": "transformer", "preset": "tiny", "epochs": 50,
+                                  "overrides": {"num_layers": 4, "intermediate_dim": 256, "dropout": 0.3}}}
+    (runs / "transformer-tiny-en-de.json").write_text(json.dumps(sized))
+    assert "| transformer (tiny, 4 layers a side, feed-forward 256) | en->de | 50 |" in make_results.multi30k()
+    (runs / "transformer-tiny-en-de.json").unlink()
     (runs / "transformer-shared-en-de.json").write_text(json.dumps({**variant, "train_seconds": 5700.0,
                                                                    "evaluation_seconds": 330.0}))
     assert "| 95 min, 6 validating |" in make_results.multi30k()  # 5700 s, of them 330 s on validation
