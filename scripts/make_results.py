@@ -45,10 +45,10 @@ def multi30k():
                 runs.append((variant, direction, load(f"multi30k/{variant}-{direction}")))
     # fairseq's measure, once some run has it (scripts/train_multi30k.py adds it to the scores it computes).
     moses = any("bleu_moses_lowercase" in (r.get("test_average_beam4") or {}) for *_, r in runs)
-    lines = ["| model | direction | epochs | BLEU greedy | BLEU beam 4 | BLEU beam 4, last checkpoints averaged "
+    lines = ["| recipe | model | direction | epochs | BLEU greedy | BLEU beam 4 | BLEU beam 4, last checkpoints averaged "
              + ("| the same, lower-cased on Moses tokens " if moses else "")
              + "| chrF greedy | training time | parameters | commit |",
-             "|---|---|---:|---:|---:|---:|" + ("---:|" if moses else "") + "---:|---:|---:|---|"]
+             "|---|---|---|---:|---:|---:|---:|" + ("---:|" if moses else "") + "---:|---:|---:|---|"]
     for model, direction, r in runs:
         config = r["config"]
         overrides = config.get("overrides") or {}
@@ -64,13 +64,13 @@ def multi30k():
         fairseq = (f"| {averaged['bleu_moses_lowercase']:.1f} " if "bleu_moses_lowercase" in averaged
                    else "| not scored ") if moses else ""
         lower = bool(config.get("lower_case"))
-        lines.append(f"| {name} | {direction.replace('-', '->')} | {config['epochs']} | {bleu(r['test'], lower)} "
+        lines.append(f"| `{model}` | {name} | {direction.replace('-', '->')} | {config['epochs']} | {bleu(r['test'], lower)} "
                      f"| {bleu(r.get('test_beam4'), lower)} | {bleu(averaged, lower)} {fairseq}"
                      f"| {r['test']['chrf']:.1f} | {training_time(r)} | {r['parameters']:,} "
                      f"| {r.get('commit') or 'not recorded'}{' (*)' if r.get('note') else ''} |")
     lines += ["", "BLEU is sacreBLEU on test_2016_flickr, cased 13a / lower-cased (a model trained lower-cased has "
               "only the second); beam 4 with the GNMT length penalty 0.6. Each row is "
-              "`python scripts/train_multi30k.py --models MODEL --directions SRC-TGT` "
+              "`python scripts/train_multi30k.py --models RECIPE --directions SRC-TGT` "
               "(its JSON in `benchmarks/multi30k/`), trained on a shared 2-core CPU machine; the rows ran on "
               "different days and hosts (whose speed differed up to 3x), so compare their BLEU, not their minutes. "
               "The training time is the `train` command's own: the epochs' seconds, each epoch with its validation "

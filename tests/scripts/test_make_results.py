@@ -53,7 +53,7 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
         (runs / f"{model}-{direction}.json").write_text(json.dumps(result))
     monkeypatch.setattr(results_common, "ROOT", str(tmp_path))
     table = make_results.multi30k()
-    assert "| transformer (small) | en->de | 12 | 30.0 / 30.6 | 31.0 / 30.6 | not scored | 55.0 | 10 min | 1,234 " \
+    assert "| `transformer` | transformer (small) | en->de | 12 | 30.0 / 30.6 | 31.0 / 30.6 | not scored | 55.0 | 10 min | 1,234 " \
            "| abc1234 |" in table
     assert table.count("| RNN without attention (small) |") == 2 and table.count("not scored") == 14
     assert "Moses" not in table  # no run has fairseq's measure: no column for it
@@ -62,22 +62,22 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
     result = json.loads((runs / "transformer-de-en.json").read_text())
     (runs / "transformer-de-en.json").write_text(json.dumps({**result, "test_average_beam4": averaged}))
     table = make_results.multi30k()
-    assert "| transformer (small) | de->en | 12 | 30.0 / 30.6 | 31.0 / 30.6 | 32.0 / 30.6 | 33.4 | 55.0 |" in table
+    assert "| `transformer` | transformer (small) | de->en | 12 | 30.0 / 30.6 | 31.0 / 30.6 | 32.0 / 30.6 | 33.4 | 55.0 |" in table
     assert "| the same, lower-cased on Moses tokens |" in table and table.count("not scored") == 13 + 7
 
     # A variant of a recipe (its own JSON) gets its row after the recipe's, named by its settings.
     variant = {**result, "config": {"model": "transformer", "preset": "small", "epochs": 9, "share_embeddings": True}}
     (runs / "transformer-shared-en-de.json").write_text(json.dumps(variant))
     lines = make_results.multi30k().splitlines()
-    names = [line.split(" | ")[0] + " | " + line.split(" | ")[1] for line in lines if line.startswith("| transformer")]
-    assert names == ["| transformer (small) | en->de",
-                     "| transformer (small), one vocabulary, shared embeddings | en->de",
-                     "| transformer (small) | de->en"]
+    names = [" | ".join(line.split(" | ")[:3]) for line in lines if line.startswith("| `transformer")]
+    assert names == ["| `transformer` | transformer (small) | en->de",
+                     "| `transformer-shared` | transformer (small), one vocabulary, shared embeddings | en->de",
+                     "| `transformer` | transformer (small) | de->en"]
     assert "(*)" not in "\n".join(lines)
     sized = {**result, "config": {"model": "transformer", "preset": "tiny", "epochs": 50,
                                   "overrides": {"num_layers": 4, "intermediate_dim": 256, "dropout": 0.3}}}
     (runs / "transformer-tiny-en-de.json").write_text(json.dumps(sized))
-    assert "| transformer (tiny, 4 layers a side, feed-forward 256) | en->de | 50 |" in make_results.multi30k()
+    assert "| `transformer-tiny` | transformer (tiny, 4 layers a side, feed-forward 256) | en->de | 50 |" in make_results.multi30k()
     (runs / "transformer-tiny-en-de.json").unlink()
     (runs / "transformer-shared-en-de.json").write_text(json.dumps({**variant, "train_seconds": 5700.0,
                                                                    "evaluation_seconds": 330.0}))
