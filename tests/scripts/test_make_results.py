@@ -53,8 +53,8 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
         (runs / f"{model}-{direction}.json").write_text(json.dumps(result))
     monkeypatch.setattr(results_common, "ROOT", str(tmp_path))
     table = make_results.multi30k()
-    assert "| `transformer` | transformer (small) | en->de | 12 | 30.0 / 30.6 | 31.0 / 30.6 | not scored | 55.0 | 10 min | 1,234 " \
-           "| abc1234 |" in table
+    assert ("| `transformer` | transformer (small) | en->de | 12 | 30.0 / 30.6 | 31.0 / 30.6 | not scored | 55.0 "
+            "| 10 min | 1,234 | abc1234 |") in table
     assert table.count("| RNN without attention (small) |") == 2 and table.count("not scored") == 14
     assert "Moses" not in table  # no run has fairseq's measure: no column for it
 
@@ -62,7 +62,8 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
     result = json.loads((runs / "transformer-de-en.json").read_text())
     (runs / "transformer-de-en.json").write_text(json.dumps({**result, "test_average_beam4": averaged}))
     table = make_results.multi30k()
-    assert "| `transformer` | transformer (small) | de->en | 12 | 30.0 / 30.6 | 31.0 / 30.6 | 32.0 / 30.6 | 33.4 | 55.0 |" in table
+    assert ("| `transformer` | transformer (small) | de->en | 12 | 30.0 / 30.6 | 31.0 / 30.6 | 32.0 / 30.6 | 33.4 "
+            "| 55.0 |") in table
     assert "| the same, lower-cased on Moses tokens |" in table and table.count("not scored") == 13 + 7
 
     # A variant of a recipe (its own JSON) gets its row after the recipe's, named by its settings.
@@ -77,7 +78,8 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
     sized = {**result, "config": {"model": "transformer", "preset": "tiny", "epochs": 50,
                                   "overrides": {"num_layers": 4, "intermediate_dim": 256, "dropout": 0.3}}}
     (runs / "transformer-tiny-en-de.json").write_text(json.dumps(sized))
-    assert "| `transformer-tiny` | transformer (tiny, 4 layers a side, feed-forward 256) | en->de | 50 |" in make_results.multi30k()
+    row = "| `transformer-tiny` | transformer (tiny, 4 layers a side, feed-forward 256) | en->de | 50 |"
+    assert row in make_results.multi30k()
     (runs / "transformer-tiny-en-de.json").unlink()
     (runs / "transformer-shared-en-de.json").write_text(json.dumps({**variant, "train_seconds": 5700.0,
                                                                    "evaluation_seconds": 330.0}))
@@ -90,6 +92,12 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
     (runs / "transformer-shared-en-de.json").write_text(json.dumps({**variant, "note": "stopped after epoch 9"}))
     table = make_results.multi30k()  # a run made otherwise than by the command is marked and told
     assert table.count("(*)") == 2 and "| abc1234 (*) |" in table and "has a `note`" in table
+
+
+def test_every_size_flag_of_train_has_its_words_in_the_table():
+    from keras_attention.cli_arguments import TRANSFORMER_SIZE_FLAGS
+
+    assert set(make_results.SIZE_WORDS) == set(TRANSFORMER_SIZE_FLAGS.values())
 
 
 def test_the_inference_table(tmp_path, monkeypatch):
