@@ -44,6 +44,43 @@ class _Interrupt(keras.callbacks.Callback):
             raise KeyboardInterrupt
 
 
+class _Recorder(keras.Sequential):
+    """A model that keeps the first input column of every batch it trains on (eager only)."""
+
+    seen = []
+
+    def train_step(self, data):
+        self.seen.append(np.asarray(data[0])[:, 0].copy())
+        return super().train_step(data)
+
+
+def test_every_epoch_is_one_fresh_pass_read_through_one_iterator(tmp_path, monkeypatch):
+    """Epochs of a known length read a repeated dataset through one iterator (deleting a tf.data
+    iterator can wait up to a minute for its autotuning thread), and still each epoch is one
+    whole pass over the data, shuffled anew."""
+    iterators = []
+    make_iterator = tf.data.Dataset.__iter__
+    monkeypatch.setattr(tf.data.Dataset, "__iter__",
+                        lambda self: iterators.append(self) or make_iterator(self))
+    rows = np.arange(STEPS * 4, dtype="float32")[:, None] * np.ones((1, 3), "float32")
+    data = tf.data.Dataset.from_tensor_slices((rows, rows[:, :1])).shuffle(len(rows), seed=1).batch(4)
+    keras.utils.set_random_seed(3)
+    model = _Recorder([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(1e-3), loss="mse", run_eagerly=True)
+    _Recorder.seen = []
+    backup = ResumableBackup(str(tmp_path / "backup"))
+    backup.set_model(model)
+    backup.restore()
+    fit_resumable(model, data, EPOCHS, STEPS, backup, verbose=0)
+
+    assert len(iterators) == 1
+    epochs = [np.concatenate(_Recorder.seen[e * STEPS:(e + 1) * STEPS]) for e in range(EPOCHS)]
+    assert len(_Recorder.seen) == EPOCHS * STEPS
+    for rows_seen in epochs:
+        assert sorted(rows_seen.tolist()) == list(range(STEPS * 4))  # each row once an epoch
+    assert any(not np.array_equal(epochs[0], other) for other in epochs[1:])  # shuffled anew
+
+
 def test_resumes_mid_epoch_with_the_same_steps_and_weights(tmp_path):
     reference = _model()
     reference.fit(_data(), epochs=EPOCHS, verbose=0)
