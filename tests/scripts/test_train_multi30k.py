@@ -107,22 +107,23 @@ def test_bad_data_is_one_line_not_a_traceback(tmp_path):
     assert "train.en.gz has 2 lines" in last
 
 
-def test_the_readme_command_line_trains_the_transformer_tiny_recipe():
-    """The README's `keras-attention train` command for `transformer-tiny` builds the run the script makes."""
+def test_the_documented_command_line_trains_the_transformer_tiny_recipe():
+    """The training guide's `keras-attention train` command for `transformer-tiny` builds the run the script
+    makes."""
     import dataclasses
     import shlex
 
     from keras_attention.cli_arguments import build_parser, config_from_args
     from keras_attention.training.config import TrainConfig
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    start = readme.index("keras-attention train --model transformer --preset tiny")
-    end = readme.index("\n", readme.index("--output", start))
-    argv = shlex.split(readme[start:end].replace("\\\n", " "))[1:]
-    from_readme = config_from_args(build_parser().parse_args(argv))
-    recipe = TrainConfig(source="en", target="de", output_dir=from_readme.output_dir,
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text(encoding="utf-8")
+    start = guide.index("keras-attention train --model transformer --preset tiny")
+    end = guide.index("\n", guide.index("--output", start))
+    argv = shlex.split(guide[start:end].replace("\\\n", " "))[1:]
+    from_docs = config_from_args(build_parser().parse_args(argv))
+    recipe = TrainConfig(source="en", target="de", output_dir=from_docs.output_dir,
                          **train_multi30k.COMMON, **train_multi30k.CONFIGS["transformer-tiny"])
-    differences = {field: (getattr(from_readme, field), getattr(recipe, field))
+    differences = {field: (getattr(from_docs, field), getattr(recipe, field))
                    for field in (f.name for f in dataclasses.fields(TrainConfig))
-                   if getattr(from_readme, field) != getattr(recipe, field)}
+                   if getattr(from_docs, field) != getattr(recipe, field)}
     assert differences == {}
