@@ -134,7 +134,12 @@ def make_translation_dataset(
     >>> ds = make_translation_dataset(pairs, en_tok, de_tok, batch_size=64,
     ...                               max_length=64, bucket_boundaries="auto",
     ...                               shuffle=True, seed=1)  # doctest: +SKIP
-    >>> model.fit(ds, epochs=10)  # doctest: +SKIP
+    >>> steps = sum(1 for _ in ds)  # batches in one pass  # doctest: +SKIP
+    >>> model.fit(ds.repeat(), steps_per_epoch=steps, epochs=10)  # doctest: +SKIP
+
+    (A repeated dataset is read through one iterator for all epochs; given
+    the finite one, Keras makes an iterator each epoch, and deleting one can
+    wait up to a minute for its `tf.data` autotuning thread.)
     """
     bucket_boundaries, max_source, max_target = _check_arguments(
         pairs, strict, batch_size, batch_tokens, bucket_boundaries, on_long, max_length,
