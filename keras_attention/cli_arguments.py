@@ -14,13 +14,14 @@ MODELS, PRESETS = MODEL_KINDS, PRESET_NAMES
 
 DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
 
-# `train` flags that replace a size of the Transformer preset (`models.Transformer` arguments).
-TRANSFORMER_SIZE_FLAGS = {"--num-layers": "num_layers", "--d-model": "d_model", "--num-heads": "num_heads",
-                          "--intermediate-dim": "intermediate_dim"}
-TRANSFORMER_SIZE_HELP = {"num_layers": "encoder layers, and as many decoder layers",
-                         "d_model": "width of the embeddings and of every layer's output, a multiple of --num-heads",
-                         "num_heads": "attention heads in each attention layer",
-                         "intermediate_dim": "width of the feed-forward block's hidden layer"}
+# `train` flags that replace a size of the Transformer preset (`models.Transformer` arguments), with their help.
+TRANSFORMER_SIZES = {
+    "--num-layers": ("num_layers", "encoder layers, and as many decoder layers"),
+    "--d-model": ("d_model", "width of the embeddings and of every layer's output, a multiple of --num-heads"),
+    "--num-heads": ("num_heads", "attention heads in each attention layer"),
+    "--intermediate-dim": ("intermediate_dim", "width of the feed-forward block's hidden layer"),
+}
+TRANSFORMER_SIZE_FLAGS = {flag: name for flag, (name, _) in TRANSFORMER_SIZES.items()}
 
 
 def _add_data_flags(parser):
@@ -73,9 +74,8 @@ def _add_training_flags(parser):
     group.add_argument("--dropout", type=checked("dropout"), help="the model's dropout rate (default: the preset's)")
     group.add_argument("--attention-dropout", type=checked("attention_dropout"),
                        help="Transformer: dropout on the attention weights (default: 0)")
-    for flag, name in TRANSFORMER_SIZE_FLAGS.items():
-        group.add_argument(flag, type=checked(name), metavar="N",
-                           help=f"Transformer: {TRANSFORMER_SIZE_HELP[name]} (default: the --preset's)")
+    for flag, (name, what) in TRANSFORMER_SIZES.items():
+        group.add_argument(flag, type=checked(name), metavar="N", help=f"Transformer: {what} (default: the --preset's)")
     group.add_argument("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker"))
     group.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"))
     xla = group.add_mutually_exclusive_group()

@@ -38,6 +38,12 @@ def bleu(scores, lower_cased_output=False):
     return f"{cased} / {scores['bleu_lowercase']:.1f}"
 
 
+def moses_bleu_cell(scores):
+    """fairseq's measure (lower-cased BLEU on Moses tokens) of a run's scores, or 'not scored'."""
+    scores = scores or {}
+    return f"{scores['bleu_moses_lowercase']:.1f}" if "bleu_moses_lowercase" in scores else "not scored"
+
+
 def training_time(run):
     """'71 min', or '95 min, 6 validating' when the run recorded its evaluation seconds."""
     text = f"{run['train_seconds'] / 60:.0f} min"

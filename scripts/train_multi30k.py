@@ -25,7 +25,7 @@ import os
 import subprocess
 import sys
 
-from results_common import bleu, training_time  # this folder: run as a script
+from results_common import bleu, moses_bleu_cell, training_time  # this folder: run as a script
 
 from keras_attention.data import load_multi30k
 from keras_attention.decoding.translator import Translator
@@ -155,11 +155,10 @@ def table(rows):
     ]
     for recipe, direction, results in rows:
         lower = results["config"].get("lower_case", False)
-        averaged = results.get("test_average_beam4") or {}
-        moses = f"{averaged['bleu_moses_lowercase']:.1f}" if "bleu_moses_lowercase" in averaged else "not scored"
+        averaged = results.get("test_average_beam4")
         lines.append(
             f"| {recipe} | {direction} | {bleu(results.get('test'), lower)} | "
-            f"{bleu(results.get('test_beam4'), lower)} | {bleu(averaged, lower)} | {moses} | "
+            f"{bleu(results.get('test_beam4'), lower)} | {bleu(averaged, lower)} | {moses_bleu_cell(averaged)} | "
             f"{results['test']['chrf']:.1f} | {training_time(results)} | {results['parameters']:,} | "
             f"{results.get('commit', 'unknown')} |"
         )
