@@ -200,7 +200,8 @@ handmade.compile(
     jit_compile=False,  # XLA would compile again for every batch shape
 )
 started = time.time()
-history = handmade.fit(translation_data.train_batches, epochs=SETTINGS.transformer_epochs, verbose=2)
+history = handmade.fit(translation_data.train_batches.repeat(), steps_per_epoch=steps_per_epoch,
+                       epochs=SETTINGS.transformer_epochs, verbose=2)  # repeated: tutorial 01 says why
 history = dict(history.history, train_seconds=round(time.time() - started, 1))
 print(f"{SETTINGS.transformer_epochs} epoch(s) in {history['train_seconds']:.0f} s on {_common.device_name()}")
 plot_history(history, metrics=("loss", "token_accuracy"), path=figure_path("10_history.png"))
@@ -376,37 +377,8 @@ page
 # model took, on the device named in the last line.
 
 # %%
-same_epochs = SETTINGS.rnn_epochs
-rows = []
-for kind, name in (("rnn", "RNN, fixed vector (01)"), ("bahdanau", "RNN + Bahdanau (02)"),
-                   ("luong", "RNN + Luong (03)"), ("transformer", "Transformer (10)")):
-    trained, run = _common.train_translator(kind, translation_data, epochs=same_epochs)
-    greedy = evaluate_bleu(trained, test_pairs)
-    rows.append((name, same_epochs, "greedy", trained.model.count_params(), run["train_seconds"], greedy))
-# (In QUICK mode both budgets are one epoch: the Transformer's greedy row would repeat.)
-for method in ("beam",) if SETTINGS.transformer_epochs == same_epochs else ("greedy", "beam"):
-    rows.append(("Transformer (10)", SETTINGS.transformer_epochs, "beam 4" if method == "beam" else method,
-                 model.count_params(), history["train_seconds"], scores[method]))
-
-print("| model | epochs | decoding | parameters | training (s) | BLEU | BLEU (lower-cased) | chrF |")
-print("|---|---:|---|---:|---:|---:|---:|---:|")
-for name, epochs, method, params, seconds, s in rows:
-    print(f"| {name} | {epochs} | {method} | {params:,} | {seconds:.0f} | {s['bleu']:.2f} | "
-          f"{s['bleu_lowercase']:.2f} | {s['chrf']:.1f} |")
-print(f"\n{len(test_pairs)} sentences of Multi30k test_2016_flickr, English to German, sacreBLEU 13a; "
-      f"{'QUICK mode' if QUICK else 'full mode'}: {SETTINGS.train_pairs or 29000} training pairs; "
-      f"trained on {_common.device_name()}.")
-by_seconds = sorted(rows[:4], key=lambda row: row[4])
-print(f"With {same_epochs} epoch(s) each: fastest to train {by_seconds[0][0]} ({by_seconds[0][4]:.0f} s), "
-      f"slowest {by_seconds[-1][0]} ({by_seconds[-1][4]:.0f} s); "
-      f"best BLEU {max(rows[:4], key=lambda row: row[5]['bleu'])[0]}.")
-
-fig, ax = plt.subplots(figsize=(7, 3.4))
-labels = [f"{name}, {epochs} ep.\n{method}" for name, epochs, method, *_ in rows]
-ax.barh(labels[::-1], [r[5]["bleu_lowercase"] for r in rows][::-1], color="tab:blue")
-ax.set_xlabel("BLEU (lower-cased)")
-fig.tight_layout()
-fig.savefig(figure_path("10_results.png"), dpi=100)
+rows = _common.compare_models(translation_data, test_pairs, (translator, history), scores,
+                              figure=figure_path("10_results.png"))
 
 # %% [markdown]
 # The table is computed every time this tutorial runs; nothing in it is typed in. Equal

@@ -245,7 +245,9 @@ def train_translator(kind, translation_data, epochs=None, verbose=2, **extra):
     steps = sum(1 for _ in translation_data.train_batches)
     compile_translation_model(model, steps, epochs, **extra)
     started = time.time()
-    history = model.fit(translation_data.train_batches, epochs=epochs, verbose=verbose)
+    # Repeated, with one pass an epoch: one tf.data iterator for the run (tutorial 01 says why).
+    history = model.fit(translation_data.train_batches.repeat(), steps_per_epoch=steps, epochs=epochs,
+                        verbose=verbose)
     history = dict(history.history, train_seconds=round(time.time() - started, 1))
     print(f"{kind}: {epochs} epoch(s) of {steps} steps in {history['train_seconds']:.0f} s")
     translator = Translator(
@@ -273,4 +275,58 @@ def bleu_by_length(translator, pairs, buckets=LENGTH_BUCKETS, **options):
             continue
         scores = evaluate_bleu(translator, selected, **options)
         rows.append((label, len(selected), scores["bleu"], scores["bleu_lowercase"]))
+    return rows
+
+
+# The four translation models of the series, by the tutorial that introduces each.
+SERIES = (("rnn", "RNN, fixed vector (01)"), ("bahdanau", "RNN + Bahdanau (02)"),
+          ("luong", "RNN + Luong (03)"), ("transformer", "Transformer (10)"))
+
+
+def compare_models(translation_data, test_pairs, transformer, scores, figure):
+    """Tutorial 10's closing table: the four models after the same epochs, then `transformer`.
+
+    The RNNs (tutorials 01-03) and a Transformer get `SETTINGS.rnn_epochs`
+    epochs each (reloaded from the cache when trained before) and are scored
+    greedily; then `transformer`, a `(translator, history)` pair trained for
+    `SETTINGS.transformer_epochs`, with its `scores` by decoding method
+    (`"greedy"`, `"beam"`). Prints the table and a line naming the fastest,
+    the slowest and the best of the equal-epoch rows; saves a bar chart of
+    lower-cased BLEU to `figure`. Returns the rows `(name, epochs, decoding,
+    parameters, seconds, scores)`.
+    """
+    import matplotlib.pyplot as plt
+
+    s = translation_data.settings
+    rows = []
+    for kind, name in SERIES:
+        trained, run = train_translator(kind, translation_data, epochs=s.rnn_epochs)
+        rows.append((name, s.rnn_epochs, "greedy", trained.model.count_params(), run["train_seconds"],
+                     evaluate_bleu(trained, test_pairs)))
+    translator, history = transformer
+    # (In QUICK mode both budgets are one epoch: the Transformer's greedy row would repeat.)
+    for method in ("beam",) if s.transformer_epochs == s.rnn_epochs else ("greedy", "beam"):
+        rows.append((SERIES[-1][1], s.transformer_epochs, "beam 4" if method == "beam" else method,
+                     translator.model.count_params(), history["train_seconds"], scores[method]))
+
+    print("| model | epochs | decoding | parameters | training (s) | BLEU | BLEU (lower-cased) | chrF |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    for name, epochs, method, params, seconds, row in rows:
+        print(f"| {name} | {epochs} | {method} | {params:,} | {seconds:.0f} | {row['bleu']:.2f} | "
+              f"{row['bleu_lowercase']:.2f} | {row['chrf']:.1f} |")
+    print(f"\n{len(test_pairs)} sentences of Multi30k test_2016_flickr, English to German, sacreBLEU 13a; "
+          f"{'QUICK mode' if QUICK else 'full mode'}: {s.train_pairs or 29000} training pairs; "
+          f"trained on {device_name()}.")
+    equal = rows[:len(SERIES)]
+    by_seconds = sorted(equal, key=lambda row: row[4])
+    print(f"With {s.rnn_epochs} epoch(s) each: fastest to train {by_seconds[0][0]} ({by_seconds[0][4]:.0f} s), "
+          f"slowest {by_seconds[-1][0]} ({by_seconds[-1][4]:.0f} s); "
+          f"best BLEU {max(equal, key=lambda row: row[5]['bleu'])[0]}.")
+
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    labels = [f"{name}, {epochs} ep.\n{method}" for name, epochs, method, *_ in rows]
+    ax.barh(labels[::-1], [row[5]["bleu_lowercase"] for row in rows][::-1], color="tab:blue")
+    ax.set_xlabel("BLEU (lower-cased)")
+    fig.tight_layout()
+    fig.savefig(figure, dpi=100)
     return rows
