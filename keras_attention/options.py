@@ -90,7 +90,8 @@ RANGES = {
     "num_layers": COUNT, "d_model": COUNT, "num_heads": COUNT, "intermediate_dim": COUNT,
     # data
     "vocab_size": COUNT, "target_vocab_size": COUNT, "max_length": COUNT, "vocab_sample": COUNT,
-    "max_train_examples": COUNT, "max_test_examples": COUNT, "max_examples": COUNT, "max_words": COUNT, "max_ratio": Range(float, 1), "shard_size": COUNT,
+    "max_train_examples": COUNT, "max_test_examples": COUNT, "max_examples": COUNT, "max_words": COUNT,
+    "max_ratio": Range(float, 1), "shard_size": COUNT,
     # decoding
     "beam_size": COUNT, "length_penalty": Range(float, 0), "temperature": POSITIVE, "top_k": COUNT,
     "top_p": Range(float, 0, 1, low_open=True),

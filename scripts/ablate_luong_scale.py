@@ -10,7 +10,8 @@ the largest weight of each output token, and the share of output tokens whose
 largest weight falls on `[START]`.
 
     python scripts/ablate_luong_scale.py --json benchmarks/luong_scale.json
-    python scripts/ablate_luong_scale.py --runs luong_scaled --max-train-examples 2000 --max-valid-examples 100 --epochs 1  # a quick look
+    python scripts/ablate_luong_scale.py --runs luong_scaled --max-train-examples 2000 \
+        --max-valid-examples 100 --epochs 1  # a quick look
 """
 
 import argparse

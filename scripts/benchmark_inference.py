@@ -15,10 +15,11 @@ as a TensorFlow graph and compiled with XLA (`jit_compile`: the export's and
 the `Translator`'s switch); entries carry `jit_compile`. Each case runs
 in its own process (so its peak resident memory is its own), translates the
 sentences once to warm up (tracing, and XLA's compilations: `warmup_seconds`)
-and then `--rounds` times; the figure is the median round. Target tokens are counted the same way for every path: the WordPiece
-pieces of its output text. BLEU (sacreBLEU 13a) of each path's output, and the
-share of sentences whose greedy output is the same in CTranslate2 float32 and
-in our SavedModel, go in the JSON too.
+and then `--rounds` times; the figure is the median round. Target tokens are
+counted the same way for every path: the WordPiece pieces of its output text.
+BLEU (sacreBLEU 13a) of each path's output, and the share of sentences whose
+greedy output is the same in CTranslate2 float32 and in our SavedModel, go in
+the JSON too.
 
     python -u scripts/benchmark_inference.py runs/multi30k/transformer-en-de \\
         --json benchmarks/inference.json
@@ -63,7 +64,8 @@ def _translate_function(case):
         import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
 
         signature = tf.saved_model.load(case["path"]).signatures["serving_default"]
-        return lambda batch: [t.decode("utf-8") for t in signature(sentences=tf.constant(batch))["translations"].numpy()]
+        return lambda batch: [t.decode("utf-8")
+                              for t in signature(sentences=tf.constant(batch))["translations"].numpy()]
     if engine == "translator":
         from keras_attention.decoding.translator import Translator
 
@@ -144,7 +146,8 @@ def _exports(translator_dir, work, precisions, compilers):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("translator", nargs="?", help="a run folder (from train) or its translator/ folder (a Transformer)")
+    parser.add_argument("translator", nargs="?",
+                        help="a run folder (from train) or its translator/ folder (a Transformer)")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: the JSON file of one case to run here
     default_data = os.path.join(os.environ.get("KERAS_ATTENTION_DATA", ""), "multi30k")
     parser.add_argument("--data-dir", default=default_data, help="folder of the Multi30k .gz files")
@@ -177,7 +180,8 @@ def main(argv=None):
     from keras_attention.training.evaluation import corpus_scores
 
     folder = args.translator
-    if not os.path.isfile(os.path.join(folder, "translator.json")) and os.path.isdir(os.path.join(folder, "translator")):
+    if (not os.path.isfile(os.path.join(folder, "translator.json"))
+            and os.path.isdir(os.path.join(folder, "translator"))):
         folder = os.path.join(folder, "translator")
     ct2_device = "cuda" if ctranslate2.get_cuda_device_count() else "cpu"
     with tempfile.TemporaryDirectory() as work:

@@ -341,7 +341,8 @@ def main(argv=None):
     medians = {name: statistics.median(values) for name, values in runs.items()}
     flops = {name: flops_per_target_token(models[name], c) for name in models}
     result = {
-        "config": c, "xla": jit, "precision": args.precision, "parameters": params, "matmul_peak_gflops": peak, "matmul_peaks": peaks,
+        "config": c, "xla": jit, "precision": args.precision, "parameters": params, "matmul_peak_gflops": peak,
+        "matmul_peaks": peaks,
         "tokens_per_second": runs, "median_tokens_per_second": medians,
         "ratio_ours_over_keras_hub": medians["ours"] / medians["keras_hub"],
         "ratio_ours_cpu_dropout_over_keras_hub": medians["ours_cpu_dropout"] / medians["keras_hub"],

@@ -77,6 +77,8 @@ def multi30k():
               "different days and hosts (whose speed differed up to 3x), so compare their BLEU, not their minutes. "
               "The training time is the `train` command's own: the epochs' seconds, each epoch with its validation "
               "loss and BLEU on 200 sentences, whose share is given where the run recorded it."]
+    if averaged_note(runs):
+        lines += ["", averaged_note(runs)]
     if any(r.get("note") for *_, r in runs):
         lines += ["", "(*) Not made by that command alone: the run's JSON has a `note` saying how it was made."]
     if moses:
@@ -88,6 +90,24 @@ def multi30k():
                   "differently only at some punctuation (apostrophes, for one); on the runs above that have both, "
                   f"the two lower-cased figures differ by at most {max(gaps):.2f} BLEU."]
     return "\n".join(lines) + "\n"
+
+
+def averaged_note(runs):
+    """What the averaged column averages (each run's count of last epochs, or the count it chose on validation),
+    or None when no run has an average."""
+    counts = sorted({len(r["averaged_checkpoints"]) for *_, r in runs
+                     if "averaged_checkpoints" in r and "average_selection" not in r})
+    chosen = [(m, d, r["average_selection"]) for m, d, r in runs if "average_selection" in r]
+    parts = []
+    if counts:
+        parts.append("the mean of the weights of the last " + " or ".join(map(str, counts)) + " epochs")
+    for model, direction, selection in chosen:
+        scores = ", ".join(f"last {n} {b:.1f}" for n, b in selection["bleu"].items())
+        parts.append(f"for `{model}` {direction.replace('-', '->')}, of the last {selection['chosen']}: the count "
+                     f"that scored best on the validation set ({selection['measure']}: {scores})")
+    if not parts:
+        return None
+    return "The averaged column is " + "; ".join(parts) + (". Nothing is chosen on the test set." if chosen else ".")
 
 
 def decoding():
@@ -228,14 +248,15 @@ def inference():
                   f"shape: its time is the last column); CTranslate2 {r['ctranslate2']} on {r['ctranslate2_device']} "
                   f"with {r['intra_threads']} threads. Target tokens/s ratios (ours over CTranslate2): {ratios}.",
                   f"Greedy outputs identical in our SavedModel and CTranslate2 float32: "
-                  + ("not measured" if identical is None else f"{identical:.1%}") + f".{xla_note} BLEU (13a): {scores}.",
+                  + ("not measured" if identical is None else f"{identical:.1%}")
+                  + f".{xla_note} BLEU (13a): {scores}.",
                   provenance(r, "inference.json", r["command"])])
 
 
 def luong_scale():
     r = load("luong_scale")
-    names = {"luong_unscaled": "Luong, general score (the paper's)", "luong_scaled": "Luong, general score / sqrt(units)",
-             "bahdanau": "Bahdanau (reference)"}
+    names = {"luong_unscaled": "Luong, general score (the paper's)",
+             "luong_scaled": "Luong, general score / sqrt(units)", "bahdanau": "Bahdanau (reference)"}
     rows = [(names.get(run["run"], run["run"]), f"{run['valid_bleu']:.1f}", " ".join(f"{x:.2f}" for x in run["loss"]),
              f"{run['mean_largest_weight']:.2f}", f"{run['share_peaking_on_start']:.0%}") for run in r["runs"]]
     s = r["settings"]

@@ -53,7 +53,8 @@ def training():
                   + (f" (this one: {own[0]})" if own else "") + ", and the validation pass runs "
                   "without XLA. The program cache keeps the compiled programs for the next run." + bucket_cost(cost)
                   + default_xla(cost)]
-    lines += ["", provenance(r, "training.json", "python scripts/benchmark_training.py --json benchmarks/training.json")]
+    command = "python scripts/benchmark_training.py --json benchmarks/training.json"
+    lines += ["", provenance(r, "training.json", command)]
     return "\n".join(lines) + "\n"
 
 

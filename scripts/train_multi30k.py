@@ -7,7 +7,8 @@ writing to `OUTPUT/<model>-<src>-<tgt>/`. A run that finished (its
 started again with the same command. After training, each run is scored on
 test_2016_flickr with greedy decoding, beam search (4 hypotheses, GNMT length
 penalty 0.6), and the average of the last epochs' checkpoints (Vaswani et al.
-2017, section 6.1) decoded both ways; scores missing from an older
+2017, section 6.1) decoded both ways (a recipe in AVERAGE_COUNTS averages as
+many of them as score best on the validation set); scores missing from an older
 `results.json` are added the next time the script meets it. At the end it
 prints the table: BLEU (sacreBLEU, cased 13a, and lower-cased), chrF and the
 training time measured here. Copy a run's `results.json` to
@@ -52,8 +53,10 @@ CONFIGS = {
     # Wu et al. (2021)'s Transformer-tiny, fairseq's Multi30k baseline: 4+4 layers of width 128 (feed-forward
     # 256), everything shared, dropout 0.3, about 4,096 tokens a batch, warm-up 2,000 to a peak of 5e-3. A third
     # of the small model's cost an epoch on a CPU; 55 epochs are about 7,800 updates (theirs: at most 8,000).
+    # The last 20 epochs' weights are kept: how many of them to average is chosen on the validation set
+    # (AVERAGE_COUNTS).
     "transformer-tiny": dict(model="transformer", preset="tiny", epochs=55, vocab_size=8000, warmup_steps=2000,
-                             batch_tokens=4096, peak_learning_rate=5e-3,
+                             batch_tokens=4096, peak_learning_rate=5e-3, keep_checkpoints=20,
                              joint_vocabulary=True, share_embeddings=True, lower_case=True,
                              overrides=dict(num_layers=4, intermediate_dim=256, dropout=0.3)),
 }
@@ -61,6 +64,11 @@ CONFIGS = {
 # ("auto") would not for the Transformer's 30 x 29,000 pairs (options.XLA_MIN_PAIRS).
 COMMON = dict(dataset="multi30k", max_length=64, batch_size=64, label_smoothing=0.1, jit_compile=True)
 TEST_SPLIT = "test_2016_flickr"
+VALIDATION_SPLIT = "val"
+# Recipes that choose how many of the last checkpoints to average: each count is averaged and decoded
+# greedily on the validation set, and the best (fewest on a tie) is the one scored on the test set.
+# The others average every checkpoint they keep (the last 5).
+AVERAGE_COUNTS = {"transformer-tiny": (5, 10, 15, 20)}
 BEAM = dict(method="beam", beam_size=4, length_penalty=0.6)
 # --quick scores only the first test sentences (its models are untrained smoke).
 QUICK_TEST_SENTENCES = 100
@@ -100,35 +108,48 @@ def run(model, direction, output, quick=False):
     else:
         with open(results_path, encoding="utf-8") as f:
             results = json.load(f)
-    if score_more(folder, results, source, target, limit=QUICK_TEST_SENTENCES if quick else None):
+    if score_more(folder, results, source, target, limit=QUICK_TEST_SENTENCES if quick else None,
+                  counts=AVERAGE_COUNTS.get(model)):
         _write(results_path, results)
     return results
 
 
-def score_more(folder, results, source, target, limit=None):
+def score_more(folder, results, source, target, limit=None, counts=None):
     """Add the test scores `results` lacks: beam search, averaged checkpoints.
 
     The greedy score of the trained model is the recipe's `results["test"]`.
     Here: `test_beam4` (the same model, beam search), and when the run kept
     two or more epoch checkpoints, `test_average` and `test_average_beam4`
-    (their average, in the translator folder `translator-average/`).
-    `limit`: score only the first `limit` test sentences.
+    (their average, in the translator folder `translator-average/`). With
+    `counts` (numbers of last checkpoints), the average is the one of those
+    that scores best on the validation set (`choose_average`), recorded in
+    `results["average_selection"]`; without, it is of every kept checkpoint.
+    `limit`: score only the first `limit` sentences of each split.
     Returns whether anything was added.
     """
     checkpoints = sorted(glob.glob(os.path.join(folder, "checkpoints", "epoch-*.weights.h5")))
-    wanted = ["test_beam4"] + (["test_average", "test_average_beam4"] if len(checkpoints) > 1 else [])
+    choose = bool(counts) and len(checkpoints) > min(counts)
+    wanted = (["test_beam4"] + (["test_average", "test_average_beam4"] if len(checkpoints) > 1 else [])
+              + (["average_selection"] if choose else []))
     if all(key in results for key in wanted):
         return False
-    pairs = list(load_multi30k(source, target, TEST_SPLIT).as_numpy_iterator())
-    pairs = [(s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs][:limit]
+    pairs = _pairs(source, target, TEST_SPLIT, limit)
+    translator_dir, average_dir = os.path.join(folder, "translator"), os.path.join(folder, "translator-average")
+    if choose and "average_selection" not in results:
+        lower = results["config"].get("lower_case", False)
+        results["average_selection"] = choose_average(translator_dir, checkpoints, counts, average_dir,
+                                                      _pairs(source, target, VALIDATION_SPLIT, limit), lower)
+        for key in ("test_average", "test_average_beam4"):  # scores of another average, if any
+            results.pop(key, None)
     # Each translator folder is loaded (and its decoders compiled) once, for all its scores.
     for name, keys in (("translator", ["test_beam4"]), ("translator-average", ["test_average", "test_average_beam4"])):
         missing = [key for key in keys if key in wanted and key not in results]
         if not missing:
             continue
         if name == "translator-average":
-            average_translator(os.path.join(folder, "translator"), checkpoints, os.path.join(folder, name),
-                               overwrite=True)  # made again from the same checkpoints
+            if choose:
+                checkpoints = checkpoints[-results["average_selection"]["chosen"]:]
+            average_translator(translator_dir, checkpoints, average_dir, overwrite=True)  # made again
             results["averaged_checkpoints"] = [os.path.basename(p) for p in checkpoints]
         translator = Translator.load(os.path.join(folder, name))
         for key in missing:
@@ -139,6 +160,36 @@ def score_more(folder, results, source, target, limit=None):
             print(f"{os.path.basename(folder)} {key}: BLEU {scores['bleu']:.2f} / {scores['bleu_lowercase']:.2f} "
                   f"(cased / lower-cased), chrF {scores['chrf']:.2f}")
     return True
+
+
+def choose_average(translator_dir, checkpoints, counts, output_dir, pairs, lower_case):
+    """How many of the last `checkpoints` to average, chosen on `pairs` (the validation set).
+
+    For each count in `counts` that the checkpoints allow, the average of the
+    last that many is written to `output_dir` and decoded greedily; the count
+    whose BLEU is highest wins, the smaller on a tie (BLEU lower-cased for a
+    lower-cased run, cased otherwise).
+
+    Returns:
+        dict: `split`, `measure` (in words), `bleu` (count, as a str -> BLEU) and `chosen` (int).
+    """
+    key = "bleu_lowercase" if lower_case else "bleu"
+    scores = {}
+    for count in sorted(n for n in set(counts) if n <= len(checkpoints)):
+        average_translator(translator_dir, checkpoints[-count:], output_dir, overwrite=True)
+        scores[count] = round(evaluate_bleu(Translator.load(output_dir), pairs)[key], 2)
+        print(f"{os.path.basename(os.path.dirname(output_dir))} average of the last {count} on {VALIDATION_SPLIT}: "
+              f"BLEU {scores[count]:.2f} ({key}, greedy)")
+    chosen = max(scores, key=lambda n: (scores[n], -n))
+    measure = f"BLEU{', lower-cased' if lower_case else ''}, greedy"
+    return {"split": VALIDATION_SPLIT, "measure": measure, "bleu": {str(n): b for n, b in scores.items()},
+            "chosen": chosen}
+
+
+def _pairs(source, target, split, limit=None):
+    """The first `limit` (all when None) sentence pairs of a Multi30k split, as str."""
+    pairs = list(load_multi30k(source, target, split).as_numpy_iterator())
+    return [(s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs][:limit]
 
 
 def _write(path, results):

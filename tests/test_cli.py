@@ -54,7 +54,8 @@ def test_explain_and_translate_html_write_the_explorer_page(demo_dir, tmp_path, 
     text = (tmp_path / "stdin.html").read_text(encoding="utf-8")
     assert "1 May 2001" in text and "12/06/1990" in text
     # translate --html prints the translations and writes the page of the non-blank sentences.
-    assert main(["translate", str(demo_dir / "translator"), "3 March 1999", "", "--html", str(tmp_path / "t.html")]) == 0
+    html_page = str(tmp_path / "t.html")
+    assert main(["translate", str(demo_dir / "translator"), "3 March 1999", "", "--html", html_page]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
     assert "3 March 1999" in (tmp_path / "t.html").read_text(encoding="utf-8")
     # The page shows greedy or beam decoding: sampling with --html is refused before any translation.

@@ -130,7 +130,8 @@ def test_one_clear_line_and_nothing_changed(world, case):
     before = {name: snapshot(world / name) for name in kept}
     avg_before = (world / "avg.weights.h5").read_bytes()
     done = subprocess.run([sys.executable, "-m", "keras_attention.cli", *command(world)], capture_output=True,
-                          text=True, timeout=300, env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
+                          text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()

@@ -131,5 +131,6 @@ def test_jit_and_no_jit_exclude_each_other(capsys):
 
 @pytest.mark.parametrize("value", [1, 0, "yes", None])
 def test_jit_compile_is_true_false_or_auto(value):
-    with pytest.raises(ValueError, match=rf"`jit_compile` must be True, False or \"auto\". Received: jit_compile={value!r}"):
+    message = rf"`jit_compile` must be True, False or \"auto\". Received: jit_compile={value!r}"
+    with pytest.raises(ValueError, match=message):
         TrainConfig(jit_compile=value)

@@ -46,7 +46,8 @@ class LengthStats:
     def __str__(self):
         verb = "dropped" if self.action == "drop" else "truncated"
         return (
-            f"{'in a sample of the first ' if self.sampled else ''}{self.pairs} pairs, {self.long_pairs} over the maximum length {verb} "
+            f"{'in a sample of the first ' if self.sampled else ''}{self.pairs} pairs, "
+            f"{self.long_pairs} over the maximum length {verb} "
             f"(longest source {self.max_source_length}, target {self.max_target_length} tokens)"
         )
 

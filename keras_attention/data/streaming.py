@@ -270,7 +270,8 @@ def _checker(files, strict, skip_empty, max_words, max_ratio, report, with_locat
                 updates.append(report.add(reason, tf.reduce_sum(tf.cast(mask, tf.int64))))
         if report is not None:
             updates.append(report.add("read", tf.size(source, out_type=tf.int64)))
-            updates.append(report.add("kept", tf.size(source, out_type=tf.int64) - tf.reduce_sum(tf.cast(seen, tf.int64))))
+            skipped = tf.reduce_sum(tf.cast(seen, tf.int64))
+            updates.append(report.add("kept", tf.size(source, out_type=tf.int64) - skipped))
         with tf.control_dependencies(updates):
             keep = tf.identity(~seen)
         kept = (tf.boolean_mask(source, keep), tf.boolean_mask(target, keep))

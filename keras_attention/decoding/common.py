@@ -137,7 +137,10 @@ def run_in_stages(model, stages, keep_going, step, loop_vars):
     for i, stage in enumerate(stages):
         if i:
             loop_vars = (loop_vars[0], model.grow_decoding_state(loop_vars[1], stage)) + tuple(loop_vars[2:])
-        within = lambda index, *rest, stage=stage: ops.logical_and(index < stage, keep_going(index, *rest))  # noqa: E731
+
+        def within(index, *rest, stage=stage):
+            return ops.logical_and(index < stage, keep_going(index, *rest))
+
         loop_vars = ops.while_loop(within, step, loop_vars)
     return loop_vars
 

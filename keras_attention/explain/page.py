@@ -32,7 +32,8 @@ STYLE = """
 .ka-explain table.heatmap td.cell { width: 14px; height: 14px; padding: 0; border: 1px solid #fff; }
 .ka-explain table.heatmap td.cell:hover { outline: 2px solid #e6550d; }
 .ka-explain table.heatmap th { font-weight: normal; font-size: 12px; padding: 0 4px; white-space: nowrap; }
-.ka-explain table.heatmap th.key { writing-mode: vertical-rl; transform: rotate(180deg); text-align: left; padding: 4px 0; }
+.ka-explain table.heatmap th.key { writing-mode: vertical-rl; transform: rotate(180deg); text-align: left;
+                                   padding: 4px 0; }
 .ka-explain .word { border-top: 1px solid #999; }
 .ka-explain th.key.word { border-top: none; border-right: 1px solid #999; }
 .ka-explain .cont { color: #666; }
@@ -172,7 +173,9 @@ SCRIPT = r"""
 
   function fillSelect(name, options) {
     const select = $(name);
-    options.forEach(([value, label]) => { const o = element("option", "", label); o.value = value; select.appendChild(o); });
+    options.forEach(([value, label]) => {
+      const o = element("option", "", label); o.value = value; select.appendChild(o);
+    });
     select.addEventListener("change", () => {
       state[name] = name === "head" && select.value === "mean" ? "mean" : +select.value;
       state.query = null;
@@ -227,7 +230,8 @@ def render_fragment(found, title="Attention explorer"):
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
     kinds = data["kinds"]
     radios = "".join(
-        f'<label><input type="radio" class="kind" name="{root}-kind" value="{k}"> {html.escape(KIND_LABELS[k])}</label> '
+        f'<label><input type="radio" class="kind" name="{root}-kind" value="{k}"> '
+        f'{html.escape(KIND_LABELS[k])}</label> '
         for k in kinds
     )
     many = "" if len(found) > 1 else " hidden"

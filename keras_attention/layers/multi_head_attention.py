@@ -154,7 +154,8 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     def _check_cache(self, cache):
         shapes = [tuple(t.shape) for t in cache] if isinstance(cache, (tuple, list)) else None
         if shapes is None or len(shapes) != 2 or any(len(shape) != 4 for shape in shapes):
-            received = shapes if shapes is not None else f"{type(cache).__name__} of shape {getattr(cache, 'shape', None)}"
+            received = (shapes if shapes is not None
+                        else f"{type(cache).__name__} of shape {getattr(cache, 'shape', None)}")
             raise ValueError(
                 "`cache` must be a pair of keys and values, each (B, N, T, H), as `init_cache` and "
                 f"`compute_cache` return them. Received: {received}"

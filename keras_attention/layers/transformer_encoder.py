@@ -67,7 +67,8 @@ class TransformerEncoder(TransformerBlock):
         self._build_feedforward(inputs_shape)
         self.built = True
 
-    def compute_output_spec(self, inputs, padding_mask=None, attention_mask=None, return_attention_scores=False, training=None):
+    def compute_output_spec(self, inputs, padding_mask=None, attention_mask=None, return_attention_scores=False,
+                            training=None):
         return self._output_spec(inputs, inputs, return_attention_scores)
 
     def call(

@@ -86,7 +86,8 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
     >>> export_ctranslate2(Translator.load("runs/en-de/translator"), "runs/en-de/ct2")  # doctest: +SKIP
     'runs/en-de/ct2'
     >>> import ctranslate2  # doctest: +SKIP
-    >>> ctranslate2.Translator("runs/en-de/ct2").translate_batch([["A", "dog", "runs", "."]], beam_size=1)  # doctest: +SKIP
+    >>> translator = ctranslate2.Translator("runs/en-de/ct2")  # doctest: +SKIP
+    >>> translator.translate_batch([["A", "dog", "runs", "."]], beam_size=1)  # doctest: +SKIP
     """
     ctranslate2 = require_ctranslate2()
     if not isinstance(translator, Translator):

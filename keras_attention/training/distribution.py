@@ -98,7 +98,10 @@ def num_workers(strategy):
 
 
 def describe(strategy):
-    """The strategy in words: "one CPU", "MirroredStrategy over 4 GPUs", "MultiWorkerMirroredStrategy, worker 0 of 2"."""
+    """The strategy in words.
+
+    For example "one CPU", "MirroredStrategy over 4 GPUs" or "MultiWorkerMirroredStrategy, worker 0 of 2".
+    """
     devices = _device_words(strategy)
     if getattr(strategy, "cluster_resolver", None) is not None:
         resolver = strategy.cluster_resolver

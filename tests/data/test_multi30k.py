@@ -116,7 +116,8 @@ def test_lookup_order_data_dir_then_env_then_cache(multi30k_dir, tmp_path, monke
 def test_published_local_files_load_without_a_warning(multi30k_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert len(pairs_of(load_multi30k("en", "de", "val", data_dir=multi30k_dir))) == multi30k_module.SPLIT_SIZES["val"]
+        pairs = pairs_of(load_multi30k("en", "de", "val", data_dir=multi30k_dir))
+        assert len(pairs) == multi30k_module.SPLIT_SIZES["val"]
 
 
 def test_the_warning_names_the_callers_line_and_follows_an_edited_file(multi30k_dir, tmp_path):

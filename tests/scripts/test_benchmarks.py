@@ -46,7 +46,8 @@ def test_training_benchmark_compares_equal_models_and_bounds_the_step(tmp_path):
     assert benchmark_training.product_flops("gqk,gqh->gkh", (8, 8, 8), (8, 8, 16)) == 2 * 8 * 8 * 8 * 16
     bound = result["product_bound"]
     assert bound["gflop_per_step"] == 5_455_872 / 1e9 and bound["seconds_per_step"] > 0
-    assert sum(row["count"] for row in bound["products"]) == sum(products.values()) == 3 * 17 + 18  # (6 + 10 + 1) dense, x 3; 6 per attention block
+    # (6 + 10 + 1) dense, x 3; 6 per attention block
+    assert sum(row["count"] for row in bound["products"]) == sum(products.values()) == 3 * 17 + 18
     assert json.loads(out.read_text())["product_bound"] == bound
 
 
@@ -165,7 +166,8 @@ ENTRY %main (a: f32[4,8], b: f32[8,3]) -> f32[4,3] {
 }
 """
     instructions = profile_training.read_hlo_instructions(text)
-    categories = {name: profile_training.categorize(name, *instructions[name]) for name in ("ynn_fusion", "ynn_fusion.1")}
+    categories = {name: profile_training.categorize(name, *instructions[name])
+                  for name in ("ynn_fusion", "ynn_fusion.1")}
     assert categories == {"ynn_fusion": "matrix products", "ynn_fusion.1": "loss"}
 
 

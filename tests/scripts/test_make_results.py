@@ -94,6 +94,18 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
     assert table.count("(*)") == 2 and "| abc1234 (*) |" in table and "has a `note`" in table
 
 
+def test_the_multi30k_notes_say_what_the_averaged_column_averages():
+    five = {"averaged_checkpoints": [f"epoch-{e:03d}.weights.h5" for e in range(8, 13)]}
+    chosen = {"averaged_checkpoints": ["epoch-046.weights.h5"] * 10,
+              "average_selection": {"split": "val", "measure": "BLEU, lower-cased, greedy", "chosen": 10,
+                                    "bleu": {"5": 40.04, "10": 40.51, "15": 40.46, "20": 40.2}}}
+    assert make_results.averaged_note([("rnn", "en-de", {}), ("rnn", "de-en", {})]) is None
+    assert make_results.averaged_note([("rnn", "en-de", five), ("transformer-tiny", "en-de", chosen)]) == (
+        "The averaged column is the mean of the weights of the last 5 epochs; for `transformer-tiny` en->de, of "
+        "the last 10: the count that scored best on the validation set (BLEU, lower-cased, greedy: last 5 40.0, "
+        "last 10 40.5, last 15 40.5, last 20 40.2). Nothing is chosen on the test set.")
+
+
 def test_every_size_flag_of_train_has_its_words_in_the_table():
     from keras_attention.cli_arguments import TRANSFORMER_SIZE_FLAGS
 

@@ -74,6 +74,53 @@ def test_scores_beam_search_and_averaged_checkpoints(quick_run):
         np.testing.assert_allclose(mean, (first + second) / 2, rtol=1e-6, atol=1e-7)
 
 
+def test_the_number_of_checkpoints_averaged_is_chosen_on_the_validation_set(quick_run, tmp_path):
+    import shutil
+
+    _, run, _, _ = quick_run
+    folder = tmp_path / run.name
+    shutil.copytree(run, folder)
+    results = json.loads((folder / "results.json").read_text())
+    limit = train_multi30k.QUICK_TEST_SENTENCES
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert train_multi30k.score_more(str(folder), results, "de", "en", limit=limit, counts=(1, 2, 5))
+    selection = results["average_selection"]
+    assert selection["split"] == "val" and set(selection["bleu"]) == {"1", "2"}  # 5: more than the run kept
+    best = max(selection["bleu"].values())
+    assert selection["chosen"] == min(int(n) for n, b in selection["bleu"].items() if b == best)
+    # The average of the last one is that epoch's weights: scored here without averaging, it gives the same BLEU.
+    translator = Translator.load(str(run / "translator"))
+    translator.model.load_weights(str(run / "checkpoints" / "epoch-002.weights.h5"))
+    pairs = train_multi30k._pairs("de", "en", "val", limit)
+    assert train_multi30k.evaluate_bleu(translator, pairs)["bleu"] == pytest.approx(selection["bleu"]["1"], abs=0.01)
+    # The test scores are those of the chosen average, recomputed.
+    names = [f"epoch-{e:03d}.weights.h5" for e in (1, 2)][-selection["chosen"]:]
+    assert results["averaged_checkpoints"] == names
+    epochs = []
+    for name in names:
+        translator.model.load_weights(str(run / "checkpoints" / name))
+        epochs.append([np.array(w) for w in translator.model.get_weights()])
+    averaged = Translator.load(str(folder / "translator-average")).model.get_weights()
+    for mean, *weights in zip(averaged, *epochs):
+        np.testing.assert_allclose(mean, sum(weights) / len(weights), rtol=1e-6, atol=1e-7)
+    assert results["test_average_beam4"]["num_sentences"] == limit
+    assert not train_multi30k.score_more(str(folder), results, "de", "en", limit=limit, counts=(1, 2, 5))  # all there
+
+
+def test_a_tie_on_validation_goes_to_fewer_checkpoints(monkeypatch):
+    averaged = []
+    monkeypatch.setattr(train_multi30k, "average_translator", lambda src, paths, out, overwrite: averaged.append(paths))
+    monkeypatch.setattr(train_multi30k.Translator, "load", staticmethod(lambda path: None))
+    scores = iter([30.0, 31.0, 31.0])  # for the last 5, 10 and 20
+    monkeypatch.setattr(train_multi30k, "evaluate_bleu", lambda translator, pairs: {"bleu_lowercase": next(scores)})
+    checkpoints = [f"epoch-{e:03d}.weights.h5" for e in range(1, 21)]
+    with contextlib.redirect_stdout(io.StringIO()):
+        selection = train_multi30k.choose_average("t", checkpoints, (20, 5, 10), "out/avg", [], lower_case=True)
+    assert [len(paths) for paths in averaged] == [5, 10, 20] and averaged[0] == checkpoints[-5:]
+    assert selection == {"split": "val", "measure": "BLEU, lower-cased, greedy",
+                         "bleu": {"5": 30.0, "10": 31.0, "20": 31.0}, "chosen": 10}
+
+
 def test_finished_run_is_not_trained_again_but_gets_missing_scores(quick_run, monkeypatch):
     argv, run, _, _ = quick_run
     results = json.loads((run / "results.json").read_text())

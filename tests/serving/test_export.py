@@ -98,9 +98,11 @@ def test_tf1_session_like_the_model_server(exports, signatures, validation_sampl
 def test_inputs_of_the_wrong_rank_fail_with_what_the_signature_takes(exports, signatures):
     translate, translate_ids, _ = signatures["greedy"]
     for sentences in (tf.constant([["a dog", "a cat"]]), tf.constant("a dog")):
-        with pytest.raises(tf.errors.InvalidArgumentError, match=r"`sentences` must be a vector of strings, shape \(B,\)"):
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=r"`sentences` must be a vector of strings, shape \(B,\)"):
             translate(sentences=sentences)
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"`source_ids` must be a matrix of int32 ids, shape \(B, S\)"):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"`source_ids` must be a matrix of int32 ids, shape \(B, S\)"):
         translate_ids(source_ids=tf.constant([5, 6, 7]))
     # The model server's way: a C++ session on the graph after its optimisations,
     # which feeds a tensor of any shape to a placeholder of unknown rank.

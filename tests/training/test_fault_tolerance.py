@@ -260,7 +260,8 @@ def test_cli_keep_backup_extends_a_finished_run_with_more_epochs(tmp_path):
     assert code == 2, log
     assert f"holds {2 * steps_per_epoch} training steps" in log and "epochs=1" in log
     assert "Traceback" not in log
-    assert json.loads((output / "backup" / "training_metadata.json").read_text())["completed_steps"] == 2 * steps_per_epoch
+    metadata = json.loads((output / "backup" / "training_metadata.json").read_text())
+    assert metadata["completed_steps"] == 2 * steps_per_epoch
     assert _iterations(output / "translator") == 2 * steps_per_epoch  # the finished run's translator is intact
 
 
