@@ -77,8 +77,9 @@ def multi30k():
               "different days and hosts (whose speed differed up to 3x), so compare their BLEU, not their minutes. "
               "The training time is the `train` command's own: the epochs' seconds, each epoch with its validation "
               "loss and BLEU on 200 sentences, whose share is given where the run recorded it."]
-    if averaged_note(runs):
-        lines += ["", averaged_note(runs)]
+    averaged_text = averaged_note(runs)
+    if averaged_text:
+        lines += ["", averaged_text]
     if any(r.get("note") for *_, r in runs):
         lines += ["", "(*) Not made by that command alone: the run's JSON has a `note` saying how it was made."]
     if moses:
