@@ -77,9 +77,9 @@ def multi30k():
               "different days and hosts (whose speed differed up to 3x), so compare their BLEU, not their minutes. "
               "The training time is the `train` command's own: the epochs' seconds, each epoch with its validation "
               "loss and BLEU on 200 sentences, whose share is given where the run recorded it."]
-    for note in (averaged_note(runs), beam_note(runs)):
-        if note:
-            lines += ["", note]
+    averaged_text = averaged_note(runs)
+    if averaged_text:
+        lines += ["", averaged_text]
     if any(r.get("note") for *_, r in runs):
         lines += ["", "(*) Not made by that command alone: the run's JSON has a `note` saying how it was made."]
     if moses:
@@ -109,24 +109,6 @@ def averaged_note(runs):
     if not parts:
         return None
     return "The averaged column is " + "; ".join(parts) + (". Nothing is chosen on the test set." if chosen else ".")
-
-
-def beam_note(runs):
-    """For the runs that chose their averaged model's beam search on the validation set: the scores there,
-    the choice and its test figures; None when no run did."""
-    notes = []
-    for model, direction, r in runs:
-        if "beam_selection" not in r or "test_average_beam" not in r:
-            continue
-        selection, test = r["beam_selection"], r["test_average_beam"]
-        scores = ", ".join(f"{option.replace('/', ' with ')} {b:.1f}" for option, b in selection["bleu"].items())
-        chosen = selection["chosen"]
-        notes.append(f"`{model}` {direction.replace('-', '->')} also chose the beam search of its averaged model "
-                     f"on the validation set ({selection['measure']}; beam size with length penalty: {scores}): "
-                     f"beam {chosen['beam_size']} with length penalty {chosen['length_penalty']}, which scores "
-                     f"{test['bleu_lowercase']:.1f} lower-cased BLEU on the test set ({moses_bleu_cell(test)} "
-                     "on Moses tokens).")
-    return " ".join(notes) or None
 
 
 def decoding():

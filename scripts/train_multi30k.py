@@ -8,13 +8,12 @@ started again with the same command. After training, each run is scored on
 test_2016_flickr with greedy decoding, beam search (4 hypotheses, GNMT length
 penalty 0.6), and the average of the last epochs' checkpoints (Vaswani et al.
 2017, section 6.1) decoded both ways (a recipe in AVERAGE_COUNTS averages as
-many of them as score best on the validation set, and one in BEAM_GRIDS also
-decodes that average with the beam size and length penalty that do best
-there); scores missing from an older `results.json` are added the next time
-the script meets it. At the end it prints the table: BLEU (sacreBLEU, cased
-13a, and lower-cased), chrF and the training time measured here. Copy a run's
-`results.json` to `benchmarks/multi30k/<model>-<src>-<tgt>.json` and run
-`scripts/make_results.py` to update the README and the results page.
+many of them as score best on the validation set); scores missing from an older
+`results.json` are added the next time the script meets it. At the end it
+prints the table: BLEU (sacreBLEU, cased 13a, and lower-cased), chrF and the
+training time measured here. Copy a run's `results.json` to
+`benchmarks/multi30k/<model>-<src>-<tgt>.json` and run `scripts/make_results.py`
+to update the README and the results page.
 
     python scripts/train_multi30k.py --output runs/multi30k                # all runs
     python scripts/train_multi30k.py --models transformer --directions en-de
@@ -71,10 +70,6 @@ VALIDATION_SPLIT = "val"
 # The others average every checkpoint they keep (the last 5).
 AVERAGE_COUNTS = {"transformer-tiny": (5, 10, 15, 20)}
 BEAM = dict(method="beam", beam_size=4, length_penalty=0.6)
-# Recipes that also choose the beam search of their averaged model on the validation set: every pair
-# (beam size, length penalty) of the grid decodes it, and the best is scored on the test set as
-# `test_average_beam` (`test_average_beam4`, the fixed beam every recipe has, stays beside it).
-BEAM_GRIDS = {"transformer-tiny": dict(beam_size=(4, 5, 6), length_penalty=(0.6, 1.0, 1.4))}
 # --quick scores only the first test sentences (its models are untrained smoke).
 QUICK_TEST_SENTENCES = 100
 
@@ -114,12 +109,12 @@ def run(model, direction, output, quick=False):
         with open(results_path, encoding="utf-8") as f:
             results = json.load(f)
     if score_more(folder, results, source, target, limit=QUICK_TEST_SENTENCES if quick else None,
-                  counts=AVERAGE_COUNTS.get(model), beam_grid=BEAM_GRIDS.get(model)):
+                  counts=AVERAGE_COUNTS.get(model)):
         _write(results_path, results)
     return results
 
 
-def score_more(folder, results, source, target, limit=None, counts=None, beam_grid=None):
+def score_more(folder, results, source, target, limit=None, counts=None):
     """Add the test scores `results` lacks: beam search, averaged checkpoints.
 
     The greedy score of the trained model is the recipe's `results["test"]`.
@@ -129,28 +124,25 @@ def score_more(folder, results, source, target, limit=None, counts=None, beam_gr
     `counts` (numbers of last checkpoints), the average is the one of those
     that scores best on the validation set (`choose_average`), recorded in
     `results["average_selection"]`; without, it is of every kept checkpoint.
-    With `beam_grid` (`beam_size` and `length_penalty` values), the averaged
-    model's beam search is also chosen on the validation set (`choose_beam`,
-    `results["beam_selection"]`) and scored as `test_average_beam`.
     `limit`: score only the first `limit` sentences of each split.
     Returns whether anything was added.
     """
     checkpoints = sorted(glob.glob(os.path.join(folder, "checkpoints", "epoch-*.weights.h5")))
     choose = bool(counts) and len(checkpoints) > min(counts)
-    averaged = ["test_average", "test_average_beam4"] + (["beam_selection", "test_average_beam"] if beam_grid else [])
-    wanted = (["test_beam4"] + (averaged if len(checkpoints) > 1 else []) + (["average_selection"] if choose else []))
+    wanted = (["test_beam4"] + (["test_average", "test_average_beam4"] if len(checkpoints) > 1 else [])
+              + (["average_selection"] if choose else []))
     if all(key in results for key in wanted):
         return False
     pairs = _pairs(source, target, TEST_SPLIT, limit)
-    lower = results["config"].get("lower_case", False)
     translator_dir, average_dir = os.path.join(folder, "translator"), os.path.join(folder, "translator-average")
     if choose and "average_selection" not in results:
+        lower = results["config"].get("lower_case", False)
         results["average_selection"] = choose_average(translator_dir, checkpoints, counts, average_dir,
                                                       _pairs(source, target, VALIDATION_SPLIT, limit), lower)
-        for key in averaged:  # scores of another average, if any
+        for key in ("test_average", "test_average_beam4"):  # scores of another average, if any
             results.pop(key, None)
     # Each translator folder is loaded (and its decoders compiled) once, for all its scores.
-    for name, keys in (("translator", ["test_beam4"]), ("translator-average", averaged)):
+    for name, keys in (("translator", ["test_beam4"]), ("translator-average", ["test_average", "test_average_beam4"])):
         missing = [key for key in keys if key in wanted and key not in results]
         if not missing:
             continue
@@ -160,51 +152,14 @@ def score_more(folder, results, source, target, limit=None, counts=None, beam_gr
             average_translator(translator_dir, checkpoints, average_dir, overwrite=True)  # made again
             results["averaged_checkpoints"] = [os.path.basename(p) for p in checkpoints]
         translator = Translator.load(os.path.join(folder, name))
-        if "beam_selection" in missing:
-            results["beam_selection"] = choose_beam(translator, _pairs(source, target, VALIDATION_SPLIT, limit),
-                                                    beam_grid, lower)
-            missing.remove("beam_selection")
         for key in missing:
-            scores = evaluate_bleu(translator, pairs, **_decoding(key, results))
+            scores = evaluate_bleu(translator, pairs, **(BEAM if key.endswith("beam4") else {}))
             results[key] = {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")}
             # fairseq's way (lower-cased, Moses-tokenized), to compare with its published figures; labelled as such.
             results[key]["bleu_moses_lowercase"] = moses_bleu(scores["hypotheses"], scores["references"], target)
             print(f"{os.path.basename(folder)} {key}: BLEU {scores['bleu']:.2f} / {scores['bleu_lowercase']:.2f} "
                   f"(cased / lower-cased), chrF {scores['chrf']:.2f}")
     return True
-
-
-def _decoding(key, results):
-    """The decoding options of the test score named `key`: greedy, beam 4, or the beam chosen on validation."""
-    if key == "test_average_beam":
-        return dict(method="beam", **results["beam_selection"]["chosen"])
-    return BEAM if key.endswith("beam4") else {}
-
-
-def choose_beam(translator, pairs, grid, lower_case):
-    """The beam size and length penalty that decode `pairs` (the validation set) best.
-
-    Every combination of `grid["beam_size"]` and `grid["length_penalty"]`
-    decodes the pairs; the highest BLEU wins (lower-cased for a lower-cased
-    run, cased otherwise), on a tie the smaller beam, then the smaller penalty.
-
-    Returns:
-        dict: `split`, `measure` (in words), `bleu` ("BEAM/PENALTY" -> BLEU, for
-        example "5/1.0") and `chosen` (`beam_size`, `length_penalty`).
-    """
-    key = "bleu_lowercase" if lower_case else "bleu"
-    scores = {}
-    for beam_size in sorted(set(grid["beam_size"])):
-        for length_penalty in sorted(set(grid["length_penalty"])):
-            scores[beam_size, length_penalty] = round(evaluate_bleu(
-                translator, pairs, method="beam", beam_size=beam_size, length_penalty=length_penalty)[key], 2)
-            print(f"beam {beam_size}, length penalty {length_penalty} on {VALIDATION_SPLIT}: "
-                  f"BLEU {scores[beam_size, length_penalty]:.2f} ({key}, averaged model)")
-    beam_size, length_penalty = max(scores, key=lambda option: (scores[option], -option[0], -option[1]))
-    measure = f"BLEU{', lower-cased' if lower_case else ''}, averaged model"
-    return {"split": VALIDATION_SPLIT, "measure": measure,
-            "bleu": {f"{k}/{a}": b for (k, a), b in scores.items()},
-            "chosen": {"beam_size": beam_size, "length_penalty": length_penalty}}
 
 
 def choose_average(translator_dir, checkpoints, counts, output_dir, pairs, lower_case):

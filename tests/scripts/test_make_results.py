@@ -106,19 +106,6 @@ def test_the_multi30k_notes_say_what_the_averaged_column_averages():
         "last 10 40.5, last 15 40.5, last 20 40.2). Nothing is chosen on the test set.")
 
 
-def test_the_multi30k_notes_give_the_beam_chosen_on_validation_and_its_test_score():
-    plain = {"test_average_beam4": {"bleu_lowercase": 39.9}}
-    chosen = {**plain, "beam_selection": {"split": "val", "measure": "BLEU, lower-cased, averaged model",
-                                          "bleu": {"4/0.6": 40.01, "5/1.0": 40.38},
-                                          "chosen": {"beam_size": 5, "length_penalty": 1.0}},
-              "test_average_beam": {"bleu_lowercase": 40.64, "bleu_moses_lowercase": 40.61}}
-    assert make_results.beam_note([("transformer", "en-de", plain)]) is None
-    assert make_results.beam_note([("transformer", "en-de", plain), ("transformer-tiny", "de-en", chosen)]) == (
-        "`transformer-tiny` de->en also chose the beam search of its averaged model on the validation set (BLEU, "
-        "lower-cased, averaged model; beam size with length penalty: 4 with 0.6 40.0, 5 with 1.0 40.4): beam 5 "
-        "with length penalty 1.0, which scores 40.6 lower-cased BLEU on the test set (40.6 on Moses tokens).")
-
-
 def test_every_size_flag_of_train_has_its_words_in_the_table():
     from keras_attention.cli_arguments import TRANSFORMER_SIZE_FLAGS
 

@@ -74,18 +74,13 @@ def test_scores_beam_search_and_averaged_checkpoints(quick_run):
         np.testing.assert_allclose(mean, (first + second) / 2, rtol=1e-6, atol=1e-7)
 
 
-def _copy_of(quick_run, tmp_path):
-    """The quick run copied into `tmp_path`, to score again: (the run, the copy, the copy's results)."""
+def test_the_number_of_checkpoints_averaged_is_chosen_on_the_validation_set(quick_run, tmp_path):
     import shutil
 
-    run = quick_run[1]
+    _, run, _, _ = quick_run
     folder = tmp_path / run.name
     shutil.copytree(run, folder)
-    return run, folder, json.loads((folder / "results.json").read_text())
-
-
-def test_the_number_of_checkpoints_averaged_is_chosen_on_the_validation_set(quick_run, tmp_path):
-    run, folder, results = _copy_of(quick_run, tmp_path)
+    results = json.loads((folder / "results.json").read_text())
     limit = train_multi30k.QUICK_TEST_SENTENCES
     with contextlib.redirect_stdout(io.StringIO()):
         assert train_multi30k.score_more(str(folder), results, "de", "en", limit=limit, counts=(1, 2, 5))
@@ -124,47 +119,6 @@ def test_a_tie_on_validation_goes_to_fewer_checkpoints(monkeypatch):
     assert [len(paths) for paths in averaged] == [5, 10, 20] and averaged[0] == checkpoints[-5:]
     assert selection == {"split": "val", "measure": "BLEU, lower-cased, greedy",
                          "bleu": {"5": 30.0, "10": 31.0, "20": 31.0}, "chosen": 10}
-
-
-def test_the_averaged_models_beam_search_is_chosen_on_the_validation_set(quick_run, tmp_path):
-    run, folder, results = _copy_of(quick_run, tmp_path)
-    limit = train_multi30k.QUICK_TEST_SENTENCES
-    grid = dict(beam_size=(4, 2), length_penalty=(0.6,))
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert train_multi30k.score_more(str(folder), results, "de", "en", limit=limit, beam_grid=grid)
-    selection = results["beam_selection"]
-    assert selection["split"] == "val" and list(selection["bleu"]) == ["2/0.6", "4/0.6"]
-    best = max(selection["bleu"].values())
-    assert f"{selection['chosen']['beam_size']}/{selection['chosen']['length_penalty']}" == min(
-        option for option, b in selection["bleu"].items() if b == best)
-    # Each validation score is that beam's, decoded here again; the test score is the chosen beam's.
-    translator = Translator.load(str(folder / "translator-average"))
-    valid = train_multi30k._pairs("de", "en", "val", limit)
-    assert train_multi30k.evaluate_bleu(translator, valid, method="beam", beam_size=2, length_penalty=0.6)[
-        "bleu"] == pytest.approx(selection["bleu"]["2/0.6"], abs=0.01)
-    test = train_multi30k._pairs("de", "en", "test_2016_flickr", limit)
-    chosen = train_multi30k.evaluate_bleu(translator, test, method="beam", **selection["chosen"])
-    assert results["test_average_beam"]["bleu"] == pytest.approx(chosen["bleu"])
-    assert results["test_average_beam4"] == json.loads((run / "results.json").read_text())["test_average_beam4"]
-    assert not train_multi30k.score_more(str(folder), results, "de", "en", limit=limit, beam_grid=grid)  # all there
-
-
-def test_a_tie_between_beams_goes_to_the_smaller_beam_then_penalty(monkeypatch):
-    decoded = []
-    scores = iter([30.0, 31.0, 31.0, 31.0])  # beam 4 with 0.6 and 1.0, beam 5 with 0.6 and 1.0
-
-    def evaluate(translator, pairs, **options):
-        decoded.append((options["beam_size"], options["length_penalty"]))
-        return {"bleu": next(scores)}
-
-    monkeypatch.setattr(train_multi30k, "evaluate_bleu", evaluate)
-    with contextlib.redirect_stdout(io.StringIO()):
-        selection = train_multi30k.choose_beam(None, [], dict(beam_size=(5, 4), length_penalty=(1.0, 0.6)),
-                                               lower_case=False)
-    assert decoded == [(4, 0.6), (4, 1.0), (5, 0.6), (5, 1.0)]
-    assert selection == {"split": "val", "measure": "BLEU, averaged model",
-                         "bleu": {"4/0.6": 30.0, "4/1.0": 31.0, "5/0.6": 31.0, "5/1.0": 31.0},
-                         "chosen": {"beam_size": 4, "length_penalty": 1.0}}
 
 
 def test_finished_run_is_not_trained_again_but_gets_missing_scores(quick_run, monkeypatch):
@@ -220,8 +174,3 @@ def test_the_documented_command_line_trains_the_transformer_tiny_recipe():
                    for field in (f.name for f in dataclasses.fields(TrainConfig))
                    if getattr(from_docs, field) != getattr(recipe, field)}
     assert differences == {}
-    # Its loops try the checkpoint counts and the beams the script tries.
-    counts, grid = train_multi30k.AVERAGE_COUNTS["transformer-tiny"], train_multi30k.BEAM_GRIDS["transformer-tiny"]
-    words = lambda values: " ".join(map(str, values))  # noqa: E731
-    assert f"for n in {words(counts)}; do" in guide
-    assert f"for k in {words(grid['beam_size'])}; do for a in {words(grid['length_penalty'])}; do" in guide
