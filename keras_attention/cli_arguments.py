@@ -4,7 +4,8 @@ import argparse
 
 from keras_attention import DATA_ENV_VAR, __version__
 from keras_attention.options import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
-from keras_attention.options import MAX_BUCKETS, MODEL_KINDS, PAIRS_PER_BUCKET, PRESET_NAMES, XLA_MIN_PAIRS
+from keras_attention.options import (BUCKET_METHODS, MAX_BUCKETS, MODEL_KINDS, PAIRS_PER_BUCKET,
+                                     PRESET_NAMES, XLA_MIN_PAIRS)
 from keras_attention.options import argument_type as checked
 
 DEFAULT_SOURCE, DEFAULT_TARGET = "en", "de"
@@ -87,6 +88,9 @@ def _add_training_flags(parser):
                        help="length buckets of the training batches, each one batch shape under XLA "
                             f"(default: 1 for every {PAIRS_PER_BUCKET:,} pairs trained on, epochs included, "
                             f"up to {MAX_BUCKETS})")
+    group.add_argument("--bucket-method", choices=BUCKET_METHODS, default="equal_count",
+                       help="where the length buckets' boundaries go: about as many pairs in each "
+                            "(equal_count, the default) or the fewest padded tokens (min_padding)")
     _add_xla_cache_flags(group)
     group.add_argument("--no-cpu-dropout", action="store_true",
                        help="Keras' dropout random numbers even under XLA on a CPU (see keras_attention.cpu_dropout)")
@@ -296,6 +300,7 @@ def config_from_args(args):
         peak_learning_rate=args.peak_learning_rate,
         label_smoothing=args.label_smoothing, strategy=args.strategy, precision=args.precision,
         jit_compile=False if args.no_jit else True if args.jit else "auto", length_buckets=args.length_buckets,
+        bucket_method=args.bucket_method,
         cpu_dropout=not args.no_cpu_dropout, output_dir=args.output,
         max_test_examples=args.max_test_examples,
         backup_every_steps=args.backup_every_steps, keep_backup=args.keep_backup,

@@ -60,6 +60,8 @@ CTRANSLATE2_QUANTIZATIONS = (
 # (`training.corpus.length_buckets`, `train --length-buckets`).
 PAIRS_PER_BUCKET = 10_000
 MAX_BUCKETS = 8
+# Where "auto" length buckets put their boundaries (`data.auto_bucket_boundaries`, `train --bucket-method`).
+BUCKET_METHODS = ("equal_count", "min_padding")
 
 # XLA pays for its compilations (about a minute for a run's batch shapes on a
 # CPU) only over enough steps: on real batches, each side padded its own way,

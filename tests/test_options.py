@@ -134,3 +134,13 @@ def test_jit_compile_is_true_false_or_auto(value):
     message = rf"`jit_compile` must be True, False or \"auto\". Received: jit_compile={value!r}"
     with pytest.raises(ValueError, match=message):
         TrainConfig(jit_compile=value)
+
+
+def test_the_bucket_method_flag_reaches_the_config():
+    from keras_attention.cli_arguments import config_from_args
+
+    assert config_from_args(_parser().parse_args(["train"])).bucket_method == "equal_count"
+    args = _parser().parse_args(["train", "--bucket-method", "min_padding"])
+    assert config_from_args(args).bucket_method == "min_padding"
+    with pytest.raises(SystemExit):  # argparse names the choices in one line
+        _parser().parse_args(["train", "--bucket-method", "fewest"])

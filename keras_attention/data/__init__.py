@@ -14,7 +14,7 @@ The TFDS builder `multi30k_task1` is registered by importing
 from keras_attention.data.dates import generate_dates, load_dates
 from keras_attention.data.multi30k import load_multi30k
 from keras_attention.data.parallel import load_parallel_files, load_tfds_translation, load_tsv
-from keras_attention.data.bucketing import auto_bucket_boundaries, padding_fraction
+from keras_attention.data.bucketing import auto_bucket_boundaries, min_padding_boundaries, padding_fraction
 from keras_attention.data.pipeline import LengthStats, make_translation_dataset
 from keras_attention.data.prepared import PreparedCorpus, is_prepared
 from keras_attention.data.records import prepare_corpus
@@ -59,6 +59,7 @@ __all__ = [
     "load_tsv",
     "load_wmt14",
     "make_translation_dataset",
+    "min_padding_boundaries",
     "normalize_text",
     "padding_fraction",
     "read_lines",

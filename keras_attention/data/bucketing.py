@@ -8,6 +8,9 @@ pair's length is the longer of its source and its target input. Used by
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.layers.validation import check_choice, check_positive_int
+from keras_attention.options import BUCKET_METHODS
+
 
 def bucket_sizes(bucket_boundaries, longest, batch_size=None, batch_tokens=None):
     """Pairs per batch in each bucket: `batch_size` everywhere, or as many as
@@ -62,22 +65,85 @@ def batch_by_length(ds, batch_size, batch_tokens, bucket_boundaries, longest,
     )
 
 
-def auto_bucket_boundaries(lengths, num_buckets=8):
-    """Boundaries splitting `lengths` into about `num_buckets` equal-count buckets.
+def auto_bucket_boundaries(lengths, num_buckets=8, method="equal_count"):
+    """Boundaries splitting `lengths` into at most `num_buckets` buckets.
 
     Args:
         lengths: sequence of int lengths.
         num_buckets: int. Defaults to 8.
+        method: `"equal_count"` (buckets of about equal numbers of pairs: the
+            quantiles of `lengths`) or `"min_padding"` (the boundaries that
+            pad the fewest tokens when each batch is padded to its bucket's
+            longest length; `min_padding_boundaries`). Defaults to
+            `"equal_count"`.
 
     Returns:
         A sorted list of distinct int boundaries (bucket i holds lengths
         below boundary i, the last bucket the rest).
     """
-    lengths = np.asarray(lengths)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    check_choice("method", method, BUCKET_METHODS)
     if lengths.size == 0:
         return []
+    if method == "min_padding":
+        return min_padding_boundaries(np.bincount(lengths), num_buckets)
     quantiles = np.quantile(lengths, np.arange(1, num_buckets) / num_buckets)
     return sorted({int(q) + 1 for q in quantiles if int(q) + 1 <= lengths.max()})
+
+
+def min_padding_boundaries(histogram, num_buckets):
+    """The boundaries of at most `num_buckets` buckets that pad the fewest tokens.
+
+    A bucket holds a range of lengths and its batches are padded to the
+    longest of them (as with `pad_to_bucket_boundary`), so a bucket costs
+    (its pairs) x (its longest length) tokens; the sum over buckets is
+    minimised exactly by dynamic programming over the lengths that occur
+    (O(num_buckets x distinct lengths^2), vectorised over one axis). The
+    buckets do not hold equal numbers of pairs: a corpus' long tail, which
+    equal-count buckets leave in one bucket padded to the longest pair,
+    gets buckets of its own.
+
+    Args:
+        histogram: sequence of int. `histogram[n]` pairs have length n.
+        num_buckets: int >= 1.
+
+    Returns:
+        A sorted list of int boundaries, as `auto_bucket_boundaries`.
+
+    Example:
+
+    >>> lengths = [10] * 90 + [40] * 9 + [60]
+    >>> min_padding_boundaries(np.bincount(lengths), 2)  # 90 x 10 + 10 x 60 tokens
+    [11]
+    >>> min_padding_boundaries(np.bincount(lengths), 3)  # 90 x 10 + 9 x 40 + 60
+    [11, 41]
+    """
+    check_positive_int("num_buckets", num_buckets)
+    counts = np.asarray(histogram, dtype=np.int64)
+    lengths = np.flatnonzero(counts)  # the lengths that occur, ascending
+    if lengths.size == 0:
+        return []
+    pairs_up_to = np.concatenate([[0], np.cumsum(counts[lengths])])  # pairs_up_to[i]: pairs in lengths[:i]
+    n, buckets = lengths.size, min(num_buckets, lengths.size)
+    # cost[j]: fewest padded tokens covering lengths[:j] with the buckets so far; start[k][j]: where the
+    # last of k buckets covering lengths[:j] starts.
+    cost = np.full(n + 1, np.inf)
+    cost[0] = 0.0
+    start = np.zeros((buckets + 1, n + 1), dtype=np.int64)
+    for k in range(1, buckets + 1):
+        new = np.full(n + 1, np.inf)
+        for j in range(1, n + 1):  # a bucket over lengths[i:j], padded to lengths[j - 1]
+            options = cost[:j] + (pairs_up_to[j] - pairs_up_to[:j]) * lengths[j - 1]
+            start[k, j] = int(np.argmin(options))
+            new[j] = options[start[k, j]]
+        cost = new
+    ends, j = [], n
+    for k in range(buckets, 0, -1):
+        ends.append(j)
+        j = start[k, j]
+        if j == 0:
+            break
+    return sorted(int(lengths[end - 1]) + 1 for end in ends[1:])
 
 
 def padding_fraction(dataset, num_batches=None):

@@ -15,6 +15,7 @@ from keras_attention.data.bucketing import auto_bucket_boundaries, batch_by_leng
 from keras_attention.data.streaming import assert_token_lengths
 from keras_attention.data.text_files import logger
 from keras_attention.layers.validation import check_choice, check_positive_int
+from keras_attention.options import BUCKET_METHODS
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -70,6 +71,7 @@ def make_translation_dataset(
     stats_sample=None,
     report=None,
     strict=False,
+    bucket_method="equal_count",
 ):
     """Turn a dataset of sentence pairs into batches for a translation model.
 
@@ -98,6 +100,11 @@ def make_translation_dataset(
             numbers of pairs) or an int n (about n such buckets; 1 puts every
             pair in one bucket). Batches hold pairs of one bucket only.
             Defaults to None.
+        bucket_method: how "auto" or a number of buckets places the
+            boundaries: `"equal_count"` (about equal numbers of pairs a
+            bucket) or `"min_padding"` (the fewest padded tokens for that
+            many buckets; `data.auto_bucket_boundaries`). Defaults to
+            `"equal_count"`.
         pad_to_bucket_boundary: bool. Pad every batch of a bucket to the
             bucket's largest length (boundary - 1) rather than to its longest
             pair, so that batches take a few fixed shapes (fewer retraces and
@@ -144,7 +151,7 @@ def make_translation_dataset(
     """
     bucket_boundaries, max_source, max_target = _check_arguments(
         pairs, strict, batch_size, batch_tokens, bucket_boundaries, on_long, max_length,
-        pad_to_bucket_boundary, stats_sample)
+        pad_to_bucket_boundary, stats_sample, bucket_method)
     sos, eos = target_tokenizer.start_id, target_tokenizer.end_id
     src_sos, src_eos = source_tokenizer.start_id, source_tokenizer.end_id
 
@@ -174,9 +181,9 @@ def make_translation_dataset(
         buffer = 16384 if shuffle is True else check_positive_int("shuffle", shuffle)
         ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
     if isinstance(bucket_boundaries, str) and bucket_boundaries == "auto":
-        bucket_boundaries = auto_bucket_boundaries(stats.lengths)
+        bucket_boundaries = auto_bucket_boundaries(stats.lengths, method=bucket_method)
     elif isinstance(bucket_boundaries, int):  # a number of buckets, checked above
-        bucket_boundaries = auto_bucket_boundaries(stats.lengths, num_buckets=bucket_boundaries)
+        bucket_boundaries = auto_bucket_boundaries(stats.lengths, num_buckets=bucket_boundaries, method=bucket_method)
     longest = int(stats.lengths.max(initial=0))  # longest pair, markers included
     if stats.sampled and max_length is not None:  # a longer pair may come after the sample
         longest = max(longest, min(max(max_source, max_target), np.iinfo(np.int32).max - 1))
@@ -191,7 +198,7 @@ def make_translation_dataset(
 
 
 def _check_arguments(pairs, strict, batch_size, batch_tokens, bucket_boundaries, on_long, max_length,
-                     pad_to_bucket_boundary, stats_sample):
+                     pad_to_bucket_boundary, stats_sample, bucket_method):
     """`make_translation_dataset`'s argument checks; returns `(bucket_boundaries, max_source, max_target)`."""
     located = _check_pairs(pairs)
     if strict and not located:
@@ -208,6 +215,7 @@ def _check_arguments(pairs, strict, batch_size, batch_tokens, bucket_boundaries,
         check_positive_int("batch_tokens", batch_tokens)
         bucket_boundaries = "auto" if bucket_boundaries is None else bucket_boundaries
     check_choice("on_long", on_long, ("drop", "truncate"))
+    check_choice("bucket_method", bucket_method, BUCKET_METHODS)
     if isinstance(bucket_boundaries, np.integer):
         bucket_boundaries = int(bucket_boundaries)
     if isinstance(bucket_boundaries, int):  # a number of buckets (a bool is refused here too)

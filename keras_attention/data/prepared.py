@@ -15,11 +15,12 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_attention.data.bucketing import batch_by_length, bucket_sizes, final_boundaries
+from keras_attention.data.bucketing import batch_by_length, bucket_sizes, final_boundaries, min_padding_boundaries
 from keras_attention.data.files import sha256_of
 from keras_attention.data.text_files import logger
 from keras_attention.data.tokenizers import SubwordTokenizer
-from keras_attention.layers.validation import check_positive_int
+from keras_attention.layers.validation import check_choice, check_positive_int
+from keras_attention.options import BUCKET_METHODS
 
 MANIFEST = "manifest.json"
 FORMAT = "keras-attention prepared corpus"
@@ -106,10 +107,12 @@ class PreparedCorpus:
             total[: len(h)] += h
         return total
 
-    def bucket_boundaries(self, num_buckets=8):
-        """About `num_buckets` equal-count buckets, from the manifest's histogram
-        (the quantiles `auto_bucket_boundaries` would take of every length)."""
+    def bucket_boundaries(self, num_buckets=8, method="equal_count"):
+        """About `num_buckets` buckets from the manifest's histogram, placed as
+        `auto_bucket_boundaries(every length, num_buckets, method)` would."""
         histogram = self.length_histogram()
+        if check_choice("method", method, BUCKET_METHODS) == "min_padding":
+            return min_padding_boundaries(histogram, num_buckets)
         cumulative = np.cumsum(histogram) / max(histogram.sum(), 1)
         quantiles = np.arange(1, num_buckets) / num_buckets
         cuts = {int(np.searchsorted(cumulative, q)) + 1 for q in quantiles}
@@ -120,7 +123,7 @@ class PreparedCorpus:
         return int(np.flatnonzero(self.length_histogram()).max(initial=0))
 
     def steps_per_epoch(self, batch_size=None, batch_tokens=None, bucket_boundaries="auto",
-                        num_workers=1, pad_to_bucket_boundary=True):
+                        num_workers=1, pad_to_bucket_boundary=True, bucket_method="equal_count"):
         """Full batches one pass gives (the remainder of each bucket is dropped).
 
         Exact for one worker, as bucketing puts every pair of a length in the
@@ -131,7 +134,7 @@ class PreparedCorpus:
         for every step of a (repeated) epoch. When every worker reads all
         shards, each keeps its part of every batch: one step a batch.
         """
-        boundaries = self._boundaries(bucket_boundaries, pad_to_bucket_boundary)
+        boundaries = self._boundaries(bucket_boundaries, pad_to_bucket_boundary, bucket_method)
         sizes = bucket_sizes(boundaries, self.longest(), batch_size, batch_tokens)
         shards = self.manifest["shards"]
         groups = [shards[w::num_workers] for w in range(num_workers)] if self._file_sharded(num_workers) else [shards]
@@ -147,7 +150,7 @@ class PreparedCorpus:
 
     def dataset(self, batch_size=None, batch_tokens=None, bucket_boundaries="auto",
                 pad_to_bucket_boundary=True, shuffle=True, shuffle_buffer=16384, seed=None,
-                num_workers=1, worker_index=0, repeat=False, cycle_length=16):
+                num_workers=1, worker_index=0, repeat=False, cycle_length=16, bucket_method="equal_count"):
         """Training batches `((source_ids, target_in), target_out)` from the shards.
 
         Args:
@@ -176,6 +179,9 @@ class PreparedCorpus:
             repeat: bool. Repeat forever (then give `fit` the
                 `steps_per_epoch`). Defaults to False.
             cycle_length: int. Shards read at once. Defaults to 16.
+            bucket_method: how "auto" places the boundaries,
+                `"equal_count"` or `"min_padding"` (see
+                `make_translation_dataset`). Defaults to `"equal_count"`.
 
         Returns:
             A `tf.data.Dataset` of int32 batches; full batches only.
@@ -189,7 +195,7 @@ class PreparedCorpus:
         if not 0 <= worker_index < num_workers:
             raise ValueError(f"`worker_index` must be in [0, num_workers={num_workers}). "
                              f"Received: worker_index={worker_index!r}")
-        boundaries = self._boundaries(bucket_boundaries, pad_to_bucket_boundary)
+        boundaries = self._boundaries(bucket_boundaries, pad_to_bucket_boundary, bucket_method)
         file_sharded = self._file_sharded(num_workers)
         paths = self.files[worker_index::num_workers] if file_sharded else self.files
         files = tf.data.Dataset.from_tensor_slices(paths)
@@ -219,9 +225,9 @@ class PreparedCorpus:
     def _file_sharded(self, num_workers):
         return num_workers > 1 and len(self.files) >= num_workers
 
-    def _boundaries(self, bucket_boundaries, pad_to_bucket_boundary):
+    def _boundaries(self, bucket_boundaries, pad_to_bucket_boundary, bucket_method):
         if isinstance(bucket_boundaries, str) and bucket_boundaries == "auto":
-            bucket_boundaries = self.bucket_boundaries()
+            bucket_boundaries = self.bucket_boundaries(method=bucket_method)
         return final_boundaries(bucket_boundaries, self.longest(), pad_to_bucket_boundary)
 
 

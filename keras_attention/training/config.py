@@ -2,7 +2,8 @@
 
 import dataclasses
 
-from keras_attention.options import check_options
+from keras_attention.layers.validation import check_choice
+from keras_attention.options import BUCKET_METHODS, check_options
 
 DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
 # The user's own corpora: cleaned by default (word limits as Moses' clean-corpus-n).
@@ -51,6 +52,9 @@ class TrainConfig:
             (under XLA, the batch shapes compiled); None chooses from the
             number of pairs the run trains on (see
             `training.corpus.length_buckets`).
+        bucket_method: where those buckets' boundaries go: "equal_count"
+            (the default: about as many pairs in each) or "min_padding" (the
+            fewest padded tokens; see `data.auto_bucket_boundaries`).
         cpu_dropout: cheaper dropout random numbers under XLA on a CPU (see
             `keras_attention.cpu_dropout`; without effect on a GPU).
         output_dir: where checkpoints, the translator and results go (other
@@ -119,6 +123,7 @@ class TrainConfig:
     precision: str = "float32"
     jit_compile: object = "auto"  # True, False or "auto"
     length_buckets: int = None
+    bucket_method: str = "equal_count"
     cpu_dropout: bool = True
     output_dir: str = "runs/latest"
     backup_every_steps: int = None
@@ -142,6 +147,7 @@ class TrainConfig:
 
     def __post_init__(self):
         check_options(self)  # the ranges the command line checks too
+        check_choice("bucket_method", self.bucket_method, BUCKET_METHODS)
         if not (isinstance(self.jit_compile, bool) or self.jit_compile == "auto"):
             raise ValueError(f'`jit_compile` must be True, False or "auto". Received: jit_compile={self.jit_compile!r}')
         if self.peak_learning_rate is not None and (self.model != "transformer" or self.learning_rate is not None):

@@ -228,13 +228,14 @@ def prepare_data(config, strategy):
     buckets = length_buckets(config, total)
     if config.jit_compile:
         print(f"Length buckets: {buckets} (batch shapes XLA compiles for)"
-              f"{'' if config.length_buckets else ', chosen from the pairs the run trains on'}.")
+              f"{'' if config.length_buckets else ', chosen from the pairs the run trains on'}, "
+              f"{config.bucket_method.replace('_', '-')} boundaries.")
 
     def batches(drop_remainder):
         return data.make_translation_dataset(
             train_pairs, source_tok, target_tok, None if config.batch_tokens else config.batch_size,
             batch_tokens=config.batch_tokens, max_length=config.max_length,
-            bucket_boundaries=buckets, pad_to_bucket_boundary=config.jit_compile,
+            bucket_boundaries=buckets, bucket_method=config.bucket_method, pad_to_bucket_boundary=config.jit_compile,
             drop_remainder=drop_remainder, shuffle=True, seed=config.seed, return_stats=True,
             cache=not streaming, stats_sample=STATS_SAMPLE if streaming else None, report=report,
             strict=config.strict_data and len(train_pairs.element_spec) == 3,
@@ -297,7 +298,7 @@ def _prepared_data(config, valid_pairs, test_pairs, description, report, strateg
     corpus = data.PreparedCorpus(config.data_dir)
     config = _resolve_xla(config, corpus.num_pairs, strategy)
     source_tok, target_tok = corpus.tokenizers()
-    boundaries = corpus.bucket_boundaries(length_buckets(config, corpus.num_pairs))
+    boundaries = corpus.bucket_boundaries(length_buckets(config, corpus.num_pairs), method=config.bucket_method)
     batching = dict(batch_size=None if config.batch_tokens else config.batch_size,
                     batch_tokens=config.batch_tokens, bucket_boundaries=boundaries,
                     pad_to_bucket_boundary=config.jit_compile,

@@ -13,6 +13,7 @@ from keras_attention.data import (
     auto_bucket_boundaries,
     load_multi30k,
     make_translation_dataset,
+    min_padding_boundaries,
     padding_fraction,
 )
 
@@ -101,6 +102,25 @@ def test_bucketing_pads_less(de_tokenizer, en_tokenizer):
     assert bucket_fraction < plain_fraction
     count = sum(int(tf.shape(y)[0]) for _, y in bucketed)
     assert count == stats.pairs - stats.long_pairs
+
+
+def test_min_padding_buckets_pad_less_for_as_many_shapes(val_pairs, de_tokenizer, en_tokenizer):
+    """Batches padded to their bucket's boundary (XLA's way), 8 buckets: the same rows, fewer padded ids."""
+    common = dict(batch_tokens=1024, max_length=64, bucket_boundaries=8, pad_to_bucket_boundary=True)
+    equal = make_translation_dataset(val_pairs, de_tokenizer, en_tokenizer, None, **common)
+    fewest, stats = make_translation_dataset(val_pairs, de_tokenizer, en_tokenizer, None, **common,
+                                             bucket_method="min_padding", return_stats=True)
+    assert sorted(rows(fewest)) == sorted(rows(equal))
+
+    def shapes(ds):
+        return {(x.shape[1], y.shape[1]) for (x, y), _ in ds.as_numpy_iterator()}
+
+    # One width a bucket: each boundary's, and a last bucket's up to the longest pair.
+    widths = {b - 1 for b in min_padding_boundaries(np.bincount(stats.lengths), 8)} | {int(stats.lengths.max())}
+    assert shapes(fewest) == {(w, w) for w in widths} and len(widths) <= 9
+    assert padding_fraction(fewest) < padding_fraction(equal)
+    with pytest.raises(ValueError, match="bucket_method='shortest'"):
+        make_translation_dataset(val_pairs, de_tokenizer, en_tokenizer, 8, bucket_method="shortest")
 
 
 def test_pad_to_bucket_boundary_gives_few_shapes(val_pairs, de_tokenizer, en_tokenizer):

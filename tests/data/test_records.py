@@ -11,6 +11,7 @@ from keras_attention.data import (
     CorpusReport,
     PreparedCorpus,
     SubwordTokenizer,
+    auto_bucket_boundaries,
     load_parallel_files,
     prepare_corpus,
 )
@@ -79,7 +80,8 @@ def test_shards_are_shuffled(corpus):
     assert order != sorted(order)
 
 
-@pytest.mark.parametrize("batching", [dict(batch_size=7), dict(batch_tokens=150)])
+@pytest.mark.parametrize("batching", [dict(batch_size=7), dict(batch_tokens=150),
+                                      dict(batch_tokens=150, bucket_method="min_padding")])
 def test_steps_per_epoch_is_exact_and_batches_hold_the_pairs(corpus, batching):
     prepared = PreparedCorpus(corpus["folder"])
     ds = prepared.dataset(**batching, shuffle=True, seed=1)
@@ -89,6 +91,13 @@ def test_steps_per_epoch_is_exact_and_batches_hold_the_pairs(corpus, batching):
     assert (x[:, 0] == corpus["tok"].start_id).all() and (y_in[:, 0] == corpus["tok"].start_id).all()
     if "batch_tokens" in batching:
         assert all(b[0][0].size <= 150 for b in batches)
+
+
+def test_min_padding_boundaries_from_the_manifest_are_those_of_every_length(corpus):
+    prepared = PreparedCorpus(corpus["folder"])
+    lengths = [max(len(x) + 2, len(y) + 1) for (x, y), n in expected_pairs(corpus).items() for _ in range(n)]
+    for method in ("equal_count", "min_padding"):
+        assert prepared.bucket_boundaries(4, method=method) == auto_bucket_boundaries(lengths, 4, method=method)
 
 
 def test_one_pair_a_batch_gives_back_every_pair(corpus):

@@ -229,3 +229,20 @@ def test_the_xla_break_even_is_worked_out_from_the_measured_passes():
                                          "break_even_pairs": 15_000}
     figures["median_pass_seconds"]["xla"] = 50.0  # 0.05 s a pair both: XLA never catches up
     assert bench.break_even(figures)["break_even_pairs"] is None
+
+
+def test_bucket_benchmark_trains_both_methods_on_the_same_pairs(tmp_path):
+    import benchmark_buckets
+
+    out = tmp_path / "buckets.json"
+    result = benchmark_buckets.main(["--quick", "--json", str(out)])
+    assert json.loads(out.read_text())["methods"] == result["methods"]
+    equal, fewest = result["methods"]["equal_count"], result["methods"]["min_padding"]
+    # The same pairs in both (quick mode keeps every batch): as many real target tokens, fewer padded ones.
+    assert equal["real_target_tokens"] == fewest["real_target_tokens"] > 0
+    assert fewest["real_target_tokens"] <= fewest["padded_target_tokens"]
+    for method in (equal, fewest):
+        assert method["median_epoch_seconds"] == method["epoch_seconds"][0] > 0  # one round
+        assert method["real_target_tokens_per_second"] == method["real_target_tokens"] / method["epoch_seconds"][0]
+    assert result["ratio_min_padding_over_equal_count"] == (fewest["real_target_tokens_per_second"]
+                                                            / equal["real_target_tokens_per_second"])

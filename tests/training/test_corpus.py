@@ -62,6 +62,20 @@ def test_a_short_run_trains_without_xla_by_default():
 def test_length_buckets_is_checked():
     with pytest.raises(ValueError, match="length_buckets=0"):
         TrainConfig(length_buckets=0)
+    with pytest.raises(ValueError, match="bucket_method='quantile'"):
+        TrainConfig(bucket_method="quantile")
+
+
+def test_the_bucket_method_reaches_the_training_batches():
+    """The same 2,000 pairs in 4 buckets: min-padding boundaries pad fewer ids in as few shapes."""
+    from keras_attention.data import padding_fraction
+
+    runs = {method: _train_shapes(epochs=30, jit_compile=True, length_buckets=4, bucket_method=method)
+            for method in ("equal_count", "min_padding")}
+    padding = {method: padding_fraction(prepared.train.take(prepared.steps_per_epoch))
+               for method, (_, prepared) in runs.items()}
+    assert len(runs["min_padding"][0]) <= 5 and runs["min_padding"][0] != runs["equal_count"][0]
+    assert padding["min_padding"] < padding["equal_count"]
 
 
 def _train_shapes(**options):

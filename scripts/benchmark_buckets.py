@@ -1,0 +1,116 @@
+"""Where the length buckets' boundaries go, end to end: a training epoch with each `bucket_method`.
+
+Builds the `transformer-tiny` run of `scripts/train_multi30k.py` (Multi30k
+en->de, batches of 4,096 tokens, XLA, 8 length buckets) twice, once with
+`bucket_method="equal_count"` (the default) and once with `"min_padding"`,
+and times whole training epochs of each: a first epoch (XLA compiles a
+program for each batch shape; its excess over the median is the compile
+cost), then `--rounds` epochs of each, alternated A B A B so that a slow
+moment of a shared machine hits both. Each epoch is one pass of the bucketed
+data (`steps_per_epoch` steps of the compiled training step `fit` runs, read
+from one repeated iterator as `train` reads it).
+
+Printed and written: for each method the boundaries, steps an epoch, the
+real and the padded target tokens of one pass, the median epoch seconds,
+real target tokens per second; and the ratio of the two (min-padding over
+equal-count). The device is printed: the script runs unchanged on a GPU.
+
+    python scripts/benchmark_buckets.py --json benchmarks/buckets.json
+    python scripts/benchmark_buckets.py --quick     # a small model on 1,000 pairs, to test the script
+"""
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from timing import device, write_json
+from train_multi30k import COMMON, CONFIGS  # this folder: run as a script
+
+from keras_attention.options import BUCKET_METHODS
+from keras_attention.training import recipe
+from keras_attention.training.config import TrainConfig
+from keras_attention.training.corpus import prepare_data
+
+RECIPE = "transformer-tiny"
+# --quick: a one-layer model on 1,000 pairs without XLA (batches padded to their longest pair), to test the script.
+QUICK = dict(max_train_examples=1000, vocab_size=300, length_buckets=4, jit_compile=False,
+             overrides=dict(num_layers=1, intermediate_dim=64))
+
+
+def build(method, output_dir, quick):
+    """The recipe's model and data with `bucket_method=method`: (model, prepared data, one pass's counts)."""
+    options = {**COMMON, **CONFIGS[RECIPE], **(QUICK if quick else {"length_buckets": 8})}
+    config = TrainConfig(source="en", target="de", output_dir=output_dir, bucket_method=method, **options)
+    strategy = tf.distribute.get_strategy()
+    prepared = prepare_data(config, strategy)
+    model = recipe._build_and_compile(config, prepared, strategy, prepared.xla)
+    real = padded = 0
+    widths = set()
+    for (source, _), target_out in prepared.train.take(prepared.steps_per_epoch):
+        real += int(np.count_nonzero(target_out))
+        padded += int(np.size(target_out))
+        widths.add(int(source.shape[1]))
+    counts = {"steps_per_epoch": prepared.steps_per_epoch, "batch_widths": sorted(widths),
+              "real_target_tokens": real, "padded_target_tokens": padded}
+    return model, prepared, counts
+
+
+def epoch_seconds(model, batches, steps):
+    """Seconds of `steps` training steps, each Keras' compiled train function on the next batch of the
+    `batches` iterator (what `fit` runs an epoch, without its callbacks)."""
+    model.make_train_function()  # made once (compile_for_training has made it under XLA)
+    train_step = model.train_function
+    started = time.perf_counter()
+    for _ in range(steps):
+        logs = train_step(batches)
+    float(logs["loss"])  # wait for the last step
+    return time.perf_counter() - started
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="timed epochs of each method (alternated)")
+    parser.add_argument("--quick", action="store_true", help="a small model, 1,000 pairs, one round")
+    parser.add_argument("--json", help="write the figures to this file")
+    args = parser.parse_args(argv)
+    rounds = 1 if args.quick else args.rounds
+    print(f"Device: {device()}", flush=True)
+
+    runs, first = {}, {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for method in BUCKET_METHODS:
+            model, prepared, counts = build(method, scratch, args.quick)
+            batches = iter(prepared.train.repeat())  # one iterator for every epoch, as `train` reads it
+            first[method] = epoch_seconds(model, batches, prepared.steps_per_epoch)
+            runs[method] = dict(model=model, batches=batches, counts=counts, seconds=[])
+        for _ in range(rounds):
+            for method, run in runs.items():
+                run["seconds"].append(epoch_seconds(run["model"], run["batches"],
+                                                    run["counts"]["steps_per_epoch"]))
+
+    results = {}
+    for method, run in runs.items():
+        median = statistics.median(run["seconds"])
+        results[method] = {**run["counts"], "epoch_seconds": run["seconds"], "median_epoch_seconds": median,
+                           "first_epoch_seconds": first[method],
+                           "real_target_tokens_per_second": run["counts"]["real_target_tokens"] / median}
+        counts = run["counts"]
+        print(f"{method:12s} widths {counts['batch_widths']}, {counts['steps_per_epoch']} steps an epoch, "
+              f"real / padded target tokens {counts['real_target_tokens'] / counts['padded_target_tokens']:.2f}, "
+              f"epoch {median:.1f} s (first {first[method]:.1f} s), "
+              f"{results[method]['real_target_tokens_per_second']:,.0f} real target tokens/s", flush=True)
+    ratio = (results["min_padding"]["real_target_tokens_per_second"]
+             / results["equal_count"]["real_target_tokens_per_second"])
+    print(f"min_padding over equal_count, real target tokens/s: {ratio:.3f}x (median of {rounds} epochs each)")
+    output = {"recipe": RECIPE, "quick": args.quick, "rounds": rounds, "methods": results,
+              "ratio_min_padding_over_equal_count": ratio}
+    write_json(args.json, output)
+    return output
+
+
+if __name__ == "__main__":
+    main()
