@@ -27,7 +27,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from timing import device, write_json
+from timing import alternated_times, device, write_json
 from train_multi30k import COMMON, CONFIGS  # this folder: run as a script
 
 from keras_attention.options import BUCKET_METHODS
@@ -43,11 +43,11 @@ QUICK = dict(max_train_examples=1000, vocab_size=300, length_buckets=4, jit_comp
 
 def build(method, output_dir, quick):
     """The recipe's model and data with `bucket_method=method`: (model, prepared data, one pass's counts)."""
-    options = {**COMMON, **CONFIGS[RECIPE], **(QUICK if quick else {"length_buckets": 8})}
-    config = TrainConfig(source="en", target="de", output_dir=output_dir, bucket_method=method, **options)
+    options = {**COMMON, **CONFIGS[RECIPE], **(QUICK if quick else {"length_buckets": 8}), "bucket_method": method}
+    config = TrainConfig(source="en", target="de", output_dir=output_dir, **options)
     strategy = tf.distribute.get_strategy()
     prepared = prepare_data(config, strategy)
-    model = recipe._build_and_compile(config, prepared, strategy, prepared.xla)
+    model = recipe.build_and_compile(config, prepared, strategy)
     real = padded = 0
     widths = set()
     for (source, _), target_out in prepared.train.take(prepared.steps_per_epoch):
@@ -80,28 +80,24 @@ def main(argv=None):
     rounds = 1 if args.quick else args.rounds
     print(f"Device: {device()}", flush=True)
 
-    runs, first = {}, {}
+    epochs, counts = {}, {}
     with tempfile.TemporaryDirectory() as scratch:
         for method in BUCKET_METHODS:
-            model, prepared, counts = build(method, scratch, args.quick)
+            model, prepared, counts[method] = build(method, scratch, args.quick)
             batches = iter(prepared.train.repeat())  # one iterator for every epoch, as `train` reads it
-            first[method] = epoch_seconds(model, batches, prepared.steps_per_epoch)
-            runs[method] = dict(model=model, batches=batches, counts=counts, seconds=[])
-        for _ in range(rounds):
-            for method, run in runs.items():
-                run["seconds"].append(epoch_seconds(run["model"], run["batches"],
-                                                    run["counts"]["steps_per_epoch"]))
+            epochs[method] = (model, batches, prepared.steps_per_epoch)
+        times = alternated_times(epochs, lambda epoch: epoch_seconds(*epoch), rounds)
 
     results = {}
-    for method, run in runs.items():
-        median = statistics.median(run["seconds"])
-        results[method] = {**run["counts"], "epoch_seconds": run["seconds"], "median_epoch_seconds": median,
-                           "first_epoch_seconds": first[method],
-                           "real_target_tokens_per_second": run["counts"]["real_target_tokens"] / median}
-        counts = run["counts"]
-        print(f"{method:12s} widths {counts['batch_widths']}, {counts['steps_per_epoch']} steps an epoch, "
-              f"real / padded target tokens {counts['real_target_tokens'] / counts['padded_target_tokens']:.2f}, "
-              f"epoch {median:.1f} s (first {first[method]:.1f} s), "
+    for method, (first, seconds) in times.items():
+        median = statistics.median(seconds)
+        one = counts[method]
+        results[method] = {**one, "epoch_seconds": seconds, "median_epoch_seconds": median,
+                           "first_epoch_seconds": first,
+                           "real_target_tokens_per_second": one["real_target_tokens"] / median}
+        print(f"{method:12s} widths {one['batch_widths']}, {one['steps_per_epoch']} steps an epoch, "
+              f"real / padded target tokens {one['real_target_tokens'] / one['padded_target_tokens']:.2f}, "
+              f"epoch {median:.1f} s (first {first:.1f} s), "
               f"{results[method]['real_target_tokens_per_second']:,.0f} real target tokens/s", flush=True)
     ratio = (results["min_padding"]["real_target_tokens_per_second"]
              / results["equal_count"]["real_target_tokens_per_second"])

@@ -8,22 +8,29 @@ import sys
 import time
 
 
-def alternated_medians(fns, run, repeats):
-    """Median seconds of `run(fn)` for each function of the dict `fns`.
+def alternated_times(fns, run, repeats):
+    """Seconds of `run(fn)` for each function of the dict `fns`: `{name: (first, [each round])}`.
 
-    Every function is called once first (tracing, compiling, warming up),
-    then the calls alternate A B C A B C ... `repeats` times, so that a slow
-    moment of a shared machine hits all of them alike.
+    Every function is called once first (tracing, compiling, warming up; its
+    time is `first`), then the calls alternate A B C A B C ... `repeats`
+    times, so that a slow moment of a shared machine hits all of them alike.
     """
-    for fn in fns.values():
+    def timed(fn):
+        start = time.perf_counter()
         run(fn)
-    times = {name: [] for name in fns}
+        return time.perf_counter() - start
+
+    first = {name: timed(fn) for name, fn in fns.items()}
+    rounds = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            start = time.perf_counter()
-            run(fn)
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
+            rounds[name].append(timed(fn))
+    return {name: (first[name], rounds[name]) for name in fns}
+
+
+def alternated_medians(fns, run, repeats):
+    """Median seconds of `run(fn)` for each function of the dict `fns`, timed by `alternated_times`."""
+    return {name: statistics.median(rounds) for name, (_, rounds) in alternated_times(fns, run, repeats).items()}
 
 
 def machine():

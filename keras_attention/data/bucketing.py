@@ -137,12 +137,10 @@ def min_padding_boundaries(histogram, num_buckets):
             start[k, j] = int(np.argmin(options))
             new[j] = options[start[k, j]]
         cost = new
-    ends, j = [], n
-    for k in range(buckets, 0, -1):
+    ends, j = [], n  # walk back from the last bucket: each one's end, then where it starts
+    for k in range(buckets, 0, -1):  # (k >= 2 buckets never start at 0: each holds some length)
         ends.append(j)
         j = start[k, j]
-        if j == 0:
-            break
     return sorted(int(lengths[end - 1]) + 1 for end in ends[1:])
 
 

@@ -46,7 +46,7 @@ from keras_attention.training.schedules import TransformerSchedule
 DEFAULT_PEAK = 1e-3
 
 # `TrainConfig` and `load_splits` live in `training.config` and `training.corpus`; here too, for scripts.
-__all__ = ["TrainConfig", "compile_for_training", "load_splits", "prepare_data", "train"]
+__all__ = ["TrainConfig", "build_and_compile", "compile_for_training", "load_splits", "prepare_data", "train"]
 
 
 def compile_for_training(model, config, steps_per_epoch, jit_compile):
@@ -130,7 +130,7 @@ def _run(config, verbose, strategy, output_dir):
     jit_compile = prepared.xla
     print(f"Data: {prepared.description}"
           f"{'; streamed from disk' if prepared.streaming else '; tokenized once, cached in memory'}.")
-    model = _build_and_compile(config, prepared, strategy, jit_compile)
+    model = build_and_compile(config, prepared, strategy)
 
     backup = ResumableBackup(os.path.join(output_dir, "backup"), save_freq=config.backup_every_steps or "epoch")
     backup.set_model(model)
@@ -173,8 +173,12 @@ def _run(config, verbose, strategy, output_dir):
     return translator, results
 
 
-def _build_and_compile(config, prepared, strategy, jit_compile):
-    """The model of `config`, built on a first batch and compiled, in the strategy's scope."""
+def build_and_compile(config, prepared, strategy):
+    """The model of `config`, built on a first batch of `prepared.train` and compiled as `train` compiles it.
+
+    In the strategy's scope, with XLA as `prepare_data` decided (`prepared.xla`). Benchmarks use it to time
+    the very training step `train` runs.
+    """
     source_tok, target_tok = prepared.source_tokenizer, prepared.target_tokenizer
     overrides = dict(config.overrides)
     if config.share_embeddings:
@@ -191,7 +195,7 @@ def _build_and_compile(config, prepared, strategy, jit_compile):
         model((source_ids[:1], target_in[:1]))  # build the weights (BackupAndRestore needs them)
         if config.cpu_dropout:
             use_cpu_dropout(model)
-        compile_for_training(model, config, prepared.schedule_steps, jit_compile)
+        compile_for_training(model, config, prepared.schedule_steps, prepared.xla)
         if getattr(strategy, "cluster_resolver", None) is not None:
             distribution.adapt_to_multi_worker(model, next(iter(prepared.train)))
     return model

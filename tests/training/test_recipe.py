@@ -94,7 +94,7 @@ def test_the_training_step_is_traced_once(jit_compile, monkeypatch):
     # Optimizer variables made during the first trace would make TensorFlow trace the step twice.
     from keras_attention.models.transformer import Transformer
     from keras_attention.training import corpus, distribution
-    from keras_attention.training.recipe import _build_and_compile
+    from keras_attention.training.recipe import build_and_compile
 
     traces = []
     train_step = Transformer.train_step
@@ -106,7 +106,8 @@ def test_the_training_step_is_traced_once(jit_compile, monkeypatch):
     )
     strategy = distribution.get_strategy("default")
     prepared = corpus.prepare_data(config, strategy)
-    model = _build_and_compile(config, prepared, strategy, jit_compile)
+    assert prepared.xla == jit_compile
+    model = build_and_compile(config, prepared, strategy)
     batch = next(iter(prepared.train))
     model.fit(tf.data.Dataset.from_tensors(batch).repeat(3), epochs=1, verbose=0)
     assert len(traces) == 1  # one trace (the Python step runs once a trace)
