@@ -123,3 +123,23 @@ def bucket_cost(cost):
     return (f" Each bucket beyond the first changes the training time by {empty:+.0f} s with an empty cache "
             f"and {filled:+.0f} s with a filled one ({low} against {high} buckets, their shorter padding "
             "included): " + verdict)
+
+
+def buckets():
+    r = load("buckets")
+    names = {"equal_count": "equal-count (the default)", "min_padding": "min-padding"}
+    rows = []
+    for method, m in r["methods"].items():
+        rows.append((f"{names.get(method, method)}: {', '.join(map(str, m['batch_widths']))}",
+                     m["steps_per_epoch"], f"{m['real_target_tokens'] / m['padded_target_tokens']:.2f}",
+                     f"{m['first_epoch_seconds']:.0f}", f"{m['median_epoch_seconds']:.1f}",
+                     f"{m['real_target_tokens_per_second']:,.0f}"))
+    return table(
+        ["bucket method: batch widths", "steps an epoch", "real / padded target tokens", "first epoch (s)",
+         "an epoch (s, median)", "real target tokens/s"], rows,
+        [f"Min-padding over equal-count: **{r['ratio_min_padding_over_equal_count']:.2f}x** the real target "
+         f"tokens a second. The `{r['recipe']}` recipe of `scripts/train_multi30k.py` (Multi30k en->de, batches of "
+         "4,096 tokens, each padded to its bucket's boundary, XLA), built as `train` builds it once with each "
+         "`--bucket-method`; after a first epoch (which compiles a program for each batch shape) the two "
+         f"methods' epochs alternate ({r['rounds']} rounds; medians).",
+         provenance(r, "buckets.json", "python scripts/benchmark_buckets.py --json benchmarks/buckets.json")])

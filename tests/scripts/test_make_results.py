@@ -204,6 +204,24 @@ def test_the_xla_break_even_table_is_rendered_from_its_json(tmp_path, monkeypatc
     assert f"at least {XLA_MIN_PAIRS:,} pairs" in out  # the rule, from the constant
 
 
+def test_the_bucket_method_table_is_rendered_from_its_json(tmp_path, monkeypatch):
+    def method(widths, steps, real, padded, seconds):
+        return {"batch_widths": widths, "steps_per_epoch": steps, "real_target_tokens": real,
+                "padded_target_tokens": padded, "first_epoch_seconds": 200.4, "median_epoch_seconds": seconds,
+                "real_target_tokens_per_second": real / seconds}
+
+    figures = {"command": "python scripts/benchmark_buckets.py", "date": "2026-01-02", "machine": "a CPU, 2 cores",
+               "recipe": "transformer-tiny", "rounds": 3, "ratio_min_padding_over_equal_count": 1.25,
+               "methods": {"equal_count": method([12, 55], 100, 4000, 8000, 50.0),
+                           "min_padding": method([20, 55], 90, 4000, 5000, 40.0)}}
+    _benchmark_json(tmp_path, monkeypatch, "buckets", figures)
+    out = make_results.buckets()
+    assert "| equal-count (the default): 12, 55 | 100 | 0.50 | 200 | 50.0 | 80 |" in out  # 4,000 / 50 s
+    assert "| min-padding: 20, 55 | 90 | 0.80 | 200 | 40.0 | 100 |" in out
+    assert "**1.25x**" in out and "(3 rounds; medians)" in out and "`transformer-tiny` recipe" in out
+    assert "Measured on 2026-01-02" in out
+
+
 def test_xla_min_pairs_is_at_or_above_every_measured_break_even():
     from keras_attention.options import MODEL_KINDS, XLA_MIN_PAIRS
 
