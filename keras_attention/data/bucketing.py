@@ -138,7 +138,7 @@ def min_padding_boundaries(histogram, num_buckets):
             new[j] = options[start[k, j]]
         cost = new
     ends, j = [], n  # walk back from the last bucket: each one's end, then where it starts
-    for k in range(buckets, 0, -1):  # (k >= 2 buckets never start at 0: each holds some length)
+    for k in range(buckets, 0, -1):  # only the first bucket starts at 0 (each later one holds a length)
         ends.append(j)
         j = start[k, j]
     return sorted(int(lengths[end - 1]) + 1 for end in ends[1:])
