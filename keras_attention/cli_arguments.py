@@ -4,8 +4,8 @@ import argparse
 
 from keras_attention import DATA_ENV_VAR, __version__
 from keras_attention.options import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
-from keras_attention.options import (BUCKET_METHODS, MAX_BUCKETS, MODEL_KINDS, PAIRS_PER_BUCKET,
-                                     PRESET_NAMES, XLA_MIN_PAIRS)
+from keras_attention.options import (BUCKET_METHODS, DEFAULT_BUCKET_METHOD, MAX_BUCKETS, MODEL_KINDS,
+                                     PAIRS_PER_BUCKET, PRESET_NAMES, XLA_MIN_PAIRS)
 from keras_attention.options import argument_type as checked
 
 DEFAULT_SOURCE, DEFAULT_TARGET = "en", "de"
@@ -88,9 +88,10 @@ def _add_training_flags(parser):
                        help="length buckets of the training batches, each one batch shape under XLA "
                             f"(default: 1 for every {PAIRS_PER_BUCKET:,} pairs trained on, epochs included, "
                             f"up to {MAX_BUCKETS})")
-    group.add_argument("--bucket-method", choices=BUCKET_METHODS, default="equal_count",
+    group.add_argument("--bucket-method", choices=BUCKET_METHODS, default=DEFAULT_BUCKET_METHOD,
                        help="where the length buckets' boundaries go: about as many pairs in each "
-                            "(equal_count, the default) or the fewest padded tokens (min_padding)")
+                            "(equal_count) or the fewest padded tokens (min_padding); default: "
+                            f"{DEFAULT_BUCKET_METHOD}")
     _add_xla_cache_flags(group)
     group.add_argument("--no-cpu-dropout", action="store_true",
                        help="Keras' dropout random numbers even under XLA on a CPU (see keras_attention.cpu_dropout)")

@@ -62,6 +62,7 @@ PAIRS_PER_BUCKET = 10_000
 MAX_BUCKETS = 8
 # Where "auto" length buckets put their boundaries (`data.auto_bucket_boundaries`, `train --bucket-method`).
 BUCKET_METHODS = ("equal_count", "min_padding")
+DEFAULT_BUCKET_METHOD = "equal_count"
 
 # XLA pays for its compilations (about a minute for a run's batch shapes on a
 # CPU) only over enough steps: on real batches, each side padded its own way,

@@ -36,6 +36,7 @@ from keras_attention.training.config import TrainConfig
 from keras_attention.training.corpus import prepare_data
 
 RECIPE = "transformer-tiny"
+SOURCE, TARGET = "en", "de"
 # --quick: a one-layer model on 1,000 pairs without XLA (batches padded to their longest pair), to test the script.
 QUICK = dict(max_train_examples=1000, vocab_size=300, length_buckets=4, jit_compile=False,
              overrides=dict(num_layers=1, intermediate_dim=64))
@@ -44,7 +45,7 @@ QUICK = dict(max_train_examples=1000, vocab_size=300, length_buckets=4, jit_comp
 def build(method, output_dir, quick):
     """The recipe's model and data with `bucket_method=method`: (model, prepared data, one pass's counts)."""
     options = {**COMMON, **CONFIGS[RECIPE], **(QUICK if quick else {"length_buckets": 8}), "bucket_method": method}
-    config = TrainConfig(source="en", target="de", output_dir=output_dir, **options)
+    config = TrainConfig(source=SOURCE, target=TARGET, output_dir=output_dir, **options)
     strategy = tf.distribute.get_strategy()
     prepared = prepare_data(config, strategy)
     model = recipe.build_and_compile(config, prepared, strategy)
@@ -102,8 +103,9 @@ def main(argv=None):
     ratio = (results["min_padding"]["real_target_tokens_per_second"]
              / results["equal_count"]["real_target_tokens_per_second"])
     print(f"min_padding over equal_count, real target tokens/s: {ratio:.3f}x (median of {rounds} epochs each)")
-    output = {"recipe": RECIPE, "quick": args.quick, "rounds": rounds, "methods": results,
-              "ratio_min_padding_over_equal_count": ratio}
+    output = {"recipe": RECIPE, "data": f"Multi30k {SOURCE}->{TARGET}",
+              "batch_tokens": CONFIGS[RECIPE]["batch_tokens"], "quick": args.quick, "rounds": rounds,
+              "methods": results, "ratio_min_padding_over_equal_count": ratio}
     write_json(args.json, output)
     return output
 

@@ -1,6 +1,6 @@
 """The result blocks on training speed: tokens a second against keras-hub, and what XLA's compiling costs."""
 
-from keras_attention.options import PAIRS_PER_BUCKET, XLA_MIN_PAIRS
+from keras_attention.options import DEFAULT_BUCKET_METHOD, PAIRS_PER_BUCKET, XLA_MIN_PAIRS
 from results_common import load, provenance, table
 
 
@@ -127,7 +127,8 @@ def bucket_cost(cost):
 
 def buckets():
     r = load("buckets")
-    names = {"equal_count": "equal-count (the default)", "min_padding": "min-padding"}
+    names = {"equal_count": "equal-count", "min_padding": "min-padding"}
+    names[DEFAULT_BUCKET_METHOD] += " (the default)"
     rows = []
     for method, m in r["methods"].items():
         rows.append((f"{names.get(method, method)}: {', '.join(map(str, m['batch_widths']))}",
@@ -138,8 +139,8 @@ def buckets():
         ["bucket method: batch widths", "steps an epoch", "real / padded target tokens", "first epoch (s)",
          "an epoch (s, median)", "real target tokens/s"], rows,
         [f"Min-padding over equal-count: **{r['ratio_min_padding_over_equal_count']:.2f}x** the real target "
-         f"tokens a second. The `{r['recipe']}` recipe of `scripts/train_multi30k.py` (Multi30k en->de, batches of "
-         "4,096 tokens, each padded to its bucket's boundary, XLA), built as `train` builds it once with each "
-         "`--bucket-method`; after a first epoch (which compiles a program for each batch shape) the two "
-         f"methods' epochs alternate ({r['rounds']} rounds; medians).",
+         f"tokens a second. The `{r['recipe']}` recipe of `scripts/train_multi30k.py` ({r['data']}, batches of "
+         f"{r['batch_tokens']:,} tokens, each padded to its bucket's boundary, XLA), built as `train` builds it "
+         "once with each `--bucket-method`; after a first epoch (which compiles a program for each batch shape) "
+         f"the two methods' epochs alternate ({r['rounds']} rounds; medians).",
          provenance(r, "buckets.json", "python scripts/benchmark_buckets.py --json benchmarks/buckets.json")])

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention.layers.validation import check_choice, check_positive_int
-from keras_attention.options import BUCKET_METHODS
+from keras_attention.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD
 
 
 def bucket_sizes(bucket_boundaries, longest, batch_size=None, batch_tokens=None):
@@ -65,7 +65,7 @@ def batch_by_length(ds, batch_size, batch_tokens, bucket_boundaries, longest,
     )
 
 
-def auto_bucket_boundaries(lengths, num_buckets=8, method="equal_count"):
+def auto_bucket_boundaries(lengths, num_buckets=8, method=DEFAULT_BUCKET_METHOD):
     """Boundaries splitting `lengths` into at most `num_buckets` buckets.
 
     Args:

@@ -15,7 +15,7 @@ from keras_attention.data.bucketing import auto_bucket_boundaries, batch_by_leng
 from keras_attention.data.streaming import assert_token_lengths
 from keras_attention.data.text_files import logger
 from keras_attention.layers.validation import check_choice, check_positive_int
-from keras_attention.options import BUCKET_METHODS
+from keras_attention.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -71,7 +71,7 @@ def make_translation_dataset(
     stats_sample=None,
     report=None,
     strict=False,
-    bucket_method="equal_count",
+    bucket_method=DEFAULT_BUCKET_METHOD,
 ):
     """Turn a dataset of sentence pairs into batches for a translation model.
 

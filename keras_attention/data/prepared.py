@@ -20,7 +20,7 @@ from keras_attention.data.files import sha256_of
 from keras_attention.data.text_files import logger
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.layers.validation import check_choice, check_positive_int
-from keras_attention.options import BUCKET_METHODS
+from keras_attention.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD
 
 MANIFEST = "manifest.json"
 FORMAT = "keras-attention prepared corpus"
@@ -107,7 +107,7 @@ class PreparedCorpus:
             total[: len(h)] += h
         return total
 
-    def bucket_boundaries(self, num_buckets=8, method="equal_count"):
+    def bucket_boundaries(self, num_buckets=8, method=DEFAULT_BUCKET_METHOD):
         """About `num_buckets` buckets from the manifest's histogram, placed as
         `auto_bucket_boundaries(every length, num_buckets, method)` would."""
         histogram = self.length_histogram()
@@ -123,7 +123,7 @@ class PreparedCorpus:
         return int(np.flatnonzero(self.length_histogram()).max(initial=0))
 
     def steps_per_epoch(self, batch_size=None, batch_tokens=None, bucket_boundaries="auto",
-                        num_workers=1, pad_to_bucket_boundary=True, bucket_method="equal_count"):
+                        num_workers=1, pad_to_bucket_boundary=True, bucket_method=DEFAULT_BUCKET_METHOD):
         """Full batches one pass gives (the remainder of each bucket is dropped).
 
         Exact for one worker, as bucketing puts every pair of a length in the
@@ -150,7 +150,7 @@ class PreparedCorpus:
 
     def dataset(self, batch_size=None, batch_tokens=None, bucket_boundaries="auto",
                 pad_to_bucket_boundary=True, shuffle=True, shuffle_buffer=16384, seed=None,
-                num_workers=1, worker_index=0, repeat=False, cycle_length=16, bucket_method="equal_count"):
+                num_workers=1, worker_index=0, repeat=False, cycle_length=16, bucket_method=DEFAULT_BUCKET_METHOD):
         """Training batches `((source_ids, target_in), target_out)` from the shards.
 
         Args:

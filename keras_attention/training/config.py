@@ -3,7 +3,7 @@
 import dataclasses
 
 from keras_attention.layers.validation import check_choice
-from keras_attention.options import BUCKET_METHODS, check_options
+from keras_attention.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD, check_options
 
 DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
 # The user's own corpora: cleaned by default (word limits as Moses' clean-corpus-n).
@@ -123,7 +123,7 @@ class TrainConfig:
     precision: str = "float32"
     jit_compile: object = "auto"  # True, False or "auto"
     length_buckets: int = None
-    bucket_method: str = "equal_count"
+    bucket_method: str = DEFAULT_BUCKET_METHOD
     cpu_dropout: bool = True
     output_dir: str = "runs/latest"
     backup_every_steps: int = None

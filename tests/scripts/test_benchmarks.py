@@ -237,6 +237,7 @@ def test_bucket_benchmark_trains_both_methods_on_the_same_pairs(tmp_path):
     out = tmp_path / "buckets.json"
     result = benchmark_buckets.main(["--quick", "--json", str(out)])
     assert json.loads(out.read_text())["methods"] == result["methods"]
+    assert result["data"] == "Multi30k en->de" and result["batch_tokens"] > 0  # what make_results' note names
     equal, fewest = result["methods"]["equal_count"], result["methods"]["min_padding"]
     # The same pairs in both (quick mode keeps every batch): as many real target tokens, fewer padded ones.
     assert equal["real_target_tokens"] == fewest["real_target_tokens"] > 0

@@ -211,7 +211,8 @@ def test_the_bucket_method_table_is_rendered_from_its_json(tmp_path, monkeypatch
                 "real_target_tokens_per_second": real / seconds}
 
     figures = {"command": "python scripts/benchmark_buckets.py", "date": "2026-01-02", "machine": "a CPU, 2 cores",
-               "recipe": "transformer-tiny", "rounds": 3, "ratio_min_padding_over_equal_count": 1.25,
+               "recipe": "transformer-tiny", "data": "Multi30k fr->en", "batch_tokens": 2048, "rounds": 3,
+               "ratio_min_padding_over_equal_count": 1.25,
                "methods": {"equal_count": method([12, 55], 100, 4000, 8000, 50.0),
                            "min_padding": method([20, 55], 90, 4000, 5000, 40.0)}}
     _benchmark_json(tmp_path, monkeypatch, "buckets", figures)
@@ -219,6 +220,7 @@ def test_the_bucket_method_table_is_rendered_from_its_json(tmp_path, monkeypatch
     assert "| equal-count (the default): 12, 55 | 100 | 0.50 | 200 | 50.0 | 80 |" in out  # 4,000 / 50 s
     assert "| min-padding: 20, 55 | 90 | 0.80 | 200 | 40.0 | 100 |" in out
     assert "**1.25x**" in out and "(3 rounds; medians)" in out and "`transformer-tiny` recipe" in out
+    assert "(Multi30k fr->en, batches of 2,048 tokens," in out
     assert "Measured on 2026-01-02" in out
 
 
