@@ -64,6 +64,9 @@ def _add_corpus_flags(parser):
 def _add_training_flags(parser):
     group = parser.add_argument_group("training")
     group.add_argument("--epochs", type=checked("epochs"), default=10)
+    group.add_argument("--time-limit", dest="time_limit_minutes", type=checked("time_limit_minutes"),
+                       metavar="MINUTES", help="train no epoch that would end past this many minutes of training "
+                                               "(validation excluded); default: no limit, all --epochs")
     group.add_argument("--batch-size", type=checked("batch_size"), default=64, help="global batch, in sentences")
     group.add_argument("--batch-tokens", type=checked("batch_tokens"),
                        help="global batch as a token budget (instead of --batch-size)")
@@ -296,7 +299,8 @@ def config_from_args(args):
 
     return TrainConfig(
         model=args.model, preset=args.preset, **_reading_fields(args),
-        epochs=args.epochs, batch_size=args.batch_size, batch_tokens=args.batch_tokens,
+        epochs=args.epochs, time_limit_minutes=args.time_limit_minutes,
+        batch_size=args.batch_size, batch_tokens=args.batch_tokens,
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
         peak_learning_rate=args.peak_learning_rate,
         label_smoothing=args.label_smoothing, strategy=args.strategy, precision=args.precision,

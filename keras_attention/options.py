@@ -88,7 +88,7 @@ RANGES = {
     "peak_learning_rate": POSITIVE,
     "warmup_steps": COUNT_OR_ZERO, "label_smoothing": PROBABILITY_BELOW_ONE,
     "backup_every_steps": COUNT, "keep_checkpoints": COUNT_OR_ZERO, "bleu_sample": COUNT_OR_ZERO,
-    "length_buckets": COUNT,
+    "length_buckets": COUNT, "time_limit_minutes": POSITIVE,
     "cache_limit": COUNT, "dropout": PROBABILITY_BELOW_ONE, "attention_dropout": PROBABILITY_BELOW_ONE,
     "num_layers": COUNT, "d_model": COUNT, "num_heads": COUNT, "intermediate_dim": COUNT,
     # data

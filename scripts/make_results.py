@@ -37,6 +37,13 @@ SIZE_WORDS = {"num_layers": "{} layers a side", "d_model": "width {}", "num_head
               "intermediate_dim": "feed-forward {}"}
 
 
+def epochs_cell(results):
+    """The epochs column: the epochs asked for, or "N of M" for a run its time limit stopped after epoch N."""
+    stopped = (results.get("time_limit") or {}).get("stopped_after_epoch")
+    asked = results["config"]["epochs"]
+    return f"{stopped} of {asked}" if stopped else f"{asked}"
+
+
 def multi30k():
     runs = []
     for model, direction in MULTI30K_RUNS:
@@ -65,7 +72,7 @@ def multi30k():
         averaged = r.get("test_average_beam4") or {}
         fairseq = f"| {moses_bleu_cell(averaged)} " if moses else ""
         lower = bool(config.get("lower_case"))
-        lines.append(f"| `{model}` | {name} | {direction.replace('-', '->')} | {config['epochs']} "
+        lines.append(f"| `{model}` | {name} | {direction.replace('-', '->')} | {epochs_cell(r)} "
                      f"| {bleu(r['test'], lower)} | {bleu(r.get('test_beam4'), lower)} "
                      f"| {bleu(averaged, lower)} {fairseq}"
                      f"| {r['test']['chrf']:.1f} | {training_time(r)} | {r['parameters']:,} "
@@ -77,6 +84,11 @@ def multi30k():
               "different days and hosts (whose speed differed up to 3x), so compare their BLEU, not their minutes. "
               "The training time is the `train` command's own: the epochs' seconds, each epoch with its validation "
               "loss and BLEU on 200 sentences, whose share is given where the run recorded it."]
+    limits = sorted({r["time_limit"]["minutes"] for *_, r in runs if r.get("time_limit")})
+    if limits:
+        lines += ["", f"A run with a time limit (`train --time-limit`, {' or '.join(f'{m:g}' for m in limits)} "
+                  "minutes of training, validation excluded) trains its epochs until the next one would end past "
+                  "the limit; \"N of M\" in the epochs column means it stopped there."]
     averaged_text = averaged_note(runs)
     if averaged_text:
         lines += ["", averaged_text]
@@ -160,7 +172,7 @@ def data_pipeline():
     r = load("data_pipeline")
     training = r["training_target_tokens_per_second"]
     lines = [
-        f"| pairs | read from | first batch | target tokens/s | x the training step | peak RSS |",
+        "| pairs | read from | first batch | target tokens/s | x the training step | peak RSS |",
         "|---:|---|---:|---:|---:|---:|",
     ]
     for row in r["rows"]:
@@ -248,7 +260,7 @@ def inference():
                   f"{r['rounds']} rounds after a first pass (loading, tracing and, with XLA, compiling each batch "
                   f"shape: its time is the last column); CTranslate2 {r['ctranslate2']} on {r['ctranslate2_device']} "
                   f"with {r['intra_threads']} threads. Target tokens/s ratios (ours over CTranslate2): {ratios}.",
-                  f"Greedy outputs identical in our SavedModel and CTranslate2 float32: "
+                  "Greedy outputs identical in our SavedModel and CTranslate2 float32: "
                   + ("not measured" if identical is None else f"{identical:.1%}")
                   + f".{xla_note} BLEU (13a): {scores}.",
                   provenance(r, "inference.json", r["command"])])
@@ -290,8 +302,8 @@ def render(text):
 
 def documents():
     root = results_common.ROOT
-    return [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "**", "*.md"),
-                                                               recursive=True))
+    pages = glob.glob(os.path.join(root, "docs", "**", "*.md"), recursive=True)
+    return [os.path.join(root, "README.md")] + sorted(pages)
 
 
 def main(argv=None):

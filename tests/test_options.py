@@ -36,6 +36,7 @@ def test_ranges(allowed, inside, outside, words):
     (["train", "--attention-dropout", "-0.1"], "argument --attention-dropout: must be a number in [0, 1)"),
     (["train", "--num-layers", "0"], "argument --num-layers: must be an integer >= 1. Received: 0"),
     (["train", "--d-model", "12.5"], "argument --d-model: must be an integer >= 1. Received: '12.5'"),
+    (["train", "--time-limit", "0"], "argument --time-limit: must be a number > 0. Received: 0"),
 ])
 def test_the_command_line_names_option_value_and_range(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -144,3 +145,10 @@ def test_the_bucket_method_flag_reaches_the_config():
     assert config_from_args(args).bucket_method == "min_padding"
     with pytest.raises(SystemExit):  # argparse names the choices in one line
         _parser().parse_args(["train", "--bucket-method", "fewest"])
+
+
+def test_the_time_limit_flag_reaches_the_config():
+    from keras_attention.cli_arguments import config_from_args
+
+    assert config_from_args(_parser().parse_args(["train"])).time_limit_minutes is None
+    assert config_from_args(_parser().parse_args(["train", "--time-limit", "88.5"])).time_limit_minutes == 88.5

@@ -87,6 +87,60 @@ class EpochTimer(keras.callbacks.Callback):
             logs["validation_seconds"] = self._validation_seconds
 
 
+class TimeLimit(keras.callbacks.Callback):
+    """Stop training before an epoch that would end past a budget of training minutes.
+
+    At the end of each epoch, the minutes trained so far (this process' epochs
+    and `previous_seconds`) plus the expected length of the next epoch (the
+    median of the last `window` epochs) are compared with `minutes`; when they
+    go beyond it, `fit` stops there. So a run ends within the budget as long as
+    its epochs keep their recent speed, and a fast machine trains all the
+    epochs asked for. Only training counts: each epoch's seconds come from
+    `EpochTimer` (place this callback after it) less its validation pass and
+    BLEU evaluation, the measure of `train`'s `train_seconds` minus its
+    `evaluation_seconds`. Like fairseq's `--stop-time-hours`, for shared
+    machines and job queues with a time limit.
+
+    Args:
+        minutes: float > 0. The budget of training minutes.
+        previous_seconds: list of floats. Training seconds of the epochs run
+            before this process (a resumed run). Defaults to none.
+        window: int. Recent epochs whose median predicts the next. Defaults to 5.
+        verbose: bool. Print a line when it stops the run. Defaults to True.
+
+    Attributes:
+        stopped_after_epoch: the 1-based epoch after which it stopped `fit`, or None.
+        seconds: training seconds of every epoch so far, `previous_seconds` first.
+    """
+
+    def __init__(self, minutes, previous_seconds=(), window=5, verbose=True):
+        super().__init__()
+        if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not minutes > 0:
+            raise ValueError(f"`minutes` must be a number > 0. Received: minutes={minutes!r}")
+        self.minutes = minutes
+        self.seconds = [float(s) for s in previous_seconds]
+        self.window = window
+        self.verbose = verbose
+        self.stopped_after_epoch = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if "epoch_seconds" not in logs:
+            raise ValueError("TimeLimit reads `epoch_seconds` from the epoch's logs: put it after an EpochTimer.")
+        evaluating = logs.get("validation_seconds", 0.0) + logs.get("bleu_seconds", 0.0)
+        self.seconds.append(logs["epoch_seconds"] - evaluating)
+        recent = sorted(self.seconds[-self.window:])
+        next_epoch = recent[len(recent) // 2]
+        spent = sum(self.seconds)
+        last = epoch + 1 >= (self.params or {}).get("epochs", epoch + 2)  # the run ends here anyway
+        if spent + next_epoch > 60 * self.minutes and not (last or self.model.stop_training):
+            self.model.stop_training = True
+            self.stopped_after_epoch = epoch + 1
+            if self.verbose:
+                print(f"\nTime limit: stopping after epoch {epoch + 1}: {spent / 60:.1f} of {self.minutes:g} "
+                      f"minutes of training spent, and the next epoch would take about {next_epoch / 60:.1f}.")
+
+
 class StepTimer(keras.callbacks.Callback):
     """Where the time of `fit` goes before training runs at speed.
 

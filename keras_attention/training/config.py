@@ -34,6 +34,10 @@ class TrainConfig:
         max_length: longest tokenized sentence (markers included); longer
             training pairs are dropped, longer test sources truncated.
         epochs, batch_size: as in `fit` (batch_size is the global batch).
+        time_limit_minutes: a budget of training minutes (validation passes
+            excluded): the run stops before an epoch that would end past it
+            (see `callbacks.TimeLimit`), and reports the epochs it trained.
+            None (the default) trains all `epochs`.
         batch_tokens: a token budget per batch instead of `batch_size` (each
             length bucket gets as many pairs as fit).
         learning_rate: None for the model's default (the warm-up schedule for
@@ -113,6 +117,7 @@ class TrainConfig:
     lower_case: bool = False
     max_length: int = 64
     epochs: int = 10
+    time_limit_minutes: float = None
     batch_size: int = 64
     batch_tokens: int = None
     learning_rate: float = None

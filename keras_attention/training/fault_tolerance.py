@@ -175,6 +175,8 @@ def fit_resumable(model, dataset, epochs, steps_per_epoch, backup, callbacks=(),
     if offset:
         run(dataset.skip(offset), epoch, min(epoch + 1, epochs), steps_per_epoch - offset)
         epoch += 1
+        if model.stop_training:  # a callback ended the run (`TimeLimit`, `TerminateOnNaN`)
+            return history
     run(dataset, epoch, epochs)
     return history
 

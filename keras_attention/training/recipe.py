@@ -25,6 +25,7 @@ from keras_attention.training.callbacks import (
     EpochCheckpoints,
     EpochTimer,
     StepTimer,
+    TimeLimit,
 )
 from keras_attention.training.config import TrainConfig
 from keras_attention.training.corpus import _distinct_shapes, load_splits, prepare_data
@@ -146,6 +147,7 @@ def _run(config, verbose, strategy, output_dir):
     history_path = os.path.join(output_dir, "history.csv")
     callbacks, step_timer, report_callback = _callbacks(config, prepared, translator, output_dir,
                                                         history_path, resumed_from, verbose)
+    time_limit = next((c for c in callbacks if isinstance(c, TimeLimit)), None)
     if prepared.streaming:
         prepared.report.reset()  # building the model read ahead: count from the first epoch's start
     fit_started = time.time()
@@ -164,6 +166,8 @@ def _run(config, verbose, strategy, output_dir):
                             "batch_shapes": _distinct_shapes(prepared.train, prepared.valid,
                                                              prepared.steps_per_epoch)},
                "data_counts": prepared.prepared_counts or report_callback.counts or prepared.report.to_dict()}
+    if time_limit is not None:
+        results["time_limit"] = {"minutes": time_limit.minutes, "stopped_after_epoch": time_limit.stopped_after_epoch}
     if prepared.test_pairs is not None:
         results.update(_test_scores(translator, prepared.test_pairs, config.max_test_examples))
     results["history"] = history
@@ -212,9 +216,27 @@ def _callbacks(config, prepared, translator, output_dir, history_path, resumed_f
     if config.keep_checkpoints:
         callbacks.append(EpochCheckpoints(os.path.join(output_dir, "checkpoints"), config.keep_checkpoints))
     step_timer = StepTimer()
-    callbacks += [step_timer, EpochTimer(), keras.callbacks.CSVLogger(history_path, append=resumed_from > 0),
-                  keras.callbacks.TerminateOnNaN()]
+    callbacks += [step_timer, EpochTimer()]
+    if config.time_limit_minutes:
+        callbacks.append(TimeLimit(config.time_limit_minutes, _earlier_training_seconds(history_path, resumed_from,
+                                                                                        prepared.steps_per_epoch)))
+    callbacks += [keras.callbacks.CSVLogger(history_path, append=resumed_from > 0), keras.callbacks.TerminateOnNaN()]
     return callbacks, step_timer, report_callback
+
+
+def _earlier_training_seconds(history_path, resumed_from, steps_per_epoch):
+    """The training seconds (validation and BLEU excluded) of each epoch a resumed run has done, from its log."""
+    if not resumed_from:
+        return []
+    history = read_csv_history(history_path)
+    done = len(history.get("loss", [])) if steps_per_epoch is None else resumed_from // steps_per_epoch
+
+    def column(name):  # one float per epoch done ("NA" and missing epochs: 0)
+        values = history.get(name, [])[:done]
+        return [v if isinstance(v, float) else 0.0 for v in values] + [0.0] * (done - len(values))
+
+    return [epoch - validating - bleu for epoch, validating, bleu in
+            zip(column("epoch_seconds"), column("validation_seconds"), column("bleu_seconds"))]
 
 
 def _train_seconds(history, this_process_seconds):

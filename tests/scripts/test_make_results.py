@@ -80,6 +80,14 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
     (runs / "transformer-tiny-en-de.json").write_text(json.dumps(sized))
     row = "| `transformer-tiny` | transformer (tiny, 4 layers a side, feed-forward 256) | en->de | 50 |"
     assert row in make_results.multi30k()
+    assert "time limit" not in make_results.multi30k()
+    limited = {**sized, "time_limit": {"minutes": 88.0, "stopped_after_epoch": 47}}
+    (runs / "transformer-tiny-en-de.json").write_text(json.dumps(limited))
+    table = make_results.multi30k()
+    assert row.replace("| 50 |", "| 47 of 50 |") in table and "(`train --time-limit`, 88 minutes" in table
+    (runs / "transformer-tiny-en-de.json").write_text(json.dumps({**limited, "time_limit": {
+        "minutes": 88.0, "stopped_after_epoch": None}}))  # every epoch fitted
+    assert row in make_results.multi30k()
     (runs / "transformer-tiny-en-de.json").unlink()
     (runs / "transformer-shared-en-de.json").write_text(json.dumps({**variant, "train_seconds": 5700.0,
                                                                    "evaluation_seconds": 330.0}))

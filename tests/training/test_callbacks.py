@@ -1,11 +1,12 @@
 """`EpochTimer` logs each epoch's seconds and its validation's, also into a CSVLogger placed after it; `StepTimer`
-finds the slow steps."""
+finds the slow steps; `TimeLimit` stops a run before the epoch that would end past its budget."""
 
 import csv
 import time
 
 import keras
 import numpy as np
+import pytest
 
 from keras_attention.training.callbacks import EpochTimer
 
@@ -112,3 +113,65 @@ def test_corpus_report_of_a_corpus_below_the_limit_is_the_readers(tmp_path, caps
     callback.on_epoch_end(0)
     assert "first pass: read 50 pairs, kept 50; none skipped" in capsys.readouterr().out
     assert callback.counts["kept"] == 50
+
+
+class _ScriptedTimes(keras.callbacks.Callback):
+    """Stands in for `EpochTimer`: logs the given seconds for each epoch (a clock the test controls)."""
+
+    def __init__(self, epoch, validation=0.0, bleu=None):
+        super().__init__()
+        self.epoch, self.validation, self.bleu = epoch, validation, bleu
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs["epoch_seconds"] = self.epoch[epoch] if isinstance(self.epoch, list) else self.epoch
+        logs["validation_seconds"] = self.validation
+        if self.bleu is not None:
+            logs["bleu_seconds"] = self.bleu
+
+
+def _fit_with_limit(epochs, times, limit):
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    history = model.fit(np.zeros((4, 2), "float32"), np.zeros((4, 1), "float32"), batch_size=2, epochs=epochs,
+                        verbose=0, callbacks=[times, limit])
+    return len(history.history["loss"])
+
+
+def test_time_limit_stops_before_the_epoch_that_would_end_past_it(capsys):
+    from keras_attention.training.callbacks import TimeLimit
+
+    # Each epoch: 30 s, of which 5 s validating and 5 s of BLEU, so 20 s of training; 2 minutes hold 6 of them:
+    # after epoch 5, 100 + 20 = 120 s fits; after epoch 6, 120 + 20 goes past.
+    limit = TimeLimit(2)
+    assert _fit_with_limit(10, _ScriptedTimes(30.0, validation=5.0, bleu=5.0), limit) == 6
+    assert limit.stopped_after_epoch == 6 and sum(limit.seconds) == 120.0
+    assert "Time limit: stopping after epoch 6: 2.0 of 2 minutes of training spent" in capsys.readouterr().out
+    # A resumed run counts its earlier epochs: 100 s before, so only one 20-second epoch more.
+    limit = TimeLimit(2, previous_seconds=[60.0, 40.0])
+    assert _fit_with_limit(10, _ScriptedTimes(20.0), limit) == 1 and limit.stopped_after_epoch == 1
+
+
+def test_time_limit_predicts_the_next_epoch_from_the_recent_ones():
+    from keras_attention.training.callbacks import TimeLimit
+
+    times = [100.0] + [20.0] * 9  # a first epoch that compiles, then 20 s each
+    # 3 minutes: after epoch 1 the only epoch seen says 100 s more, and 100 + 100 > 180.
+    limit = TimeLimit(3)
+    assert _fit_with_limit(10, _ScriptedTimes(times), limit) == 1
+    # 4 minutes: after epoch 2 the median of (100, 20) is taken as the upper one, 100, and 120 + 100 fits;
+    # from epoch 3 on the median is 20, and epoch 8 ends at 240 s, where another 20 would not fit.
+    limit = TimeLimit(4)
+    assert _fit_with_limit(10, _ScriptedTimes(times), limit) == 8
+    assert limit.stopped_after_epoch == 8 and sum(limit.seconds) == 240.0
+
+
+def test_time_limit_does_not_claim_the_last_epoch_and_needs_the_timer():
+    from keras_attention.training.callbacks import TimeLimit
+
+    limit = TimeLimit(1)  # 3 epochs of 20 s end at exactly 60 s: the run ends there anyway
+    assert _fit_with_limit(3, _ScriptedTimes(20.0), limit) == 3 and limit.stopped_after_epoch is None
+    with pytest.raises(ValueError, match="put it after an EpochTimer"):
+        _fit_with_limit(2, keras.callbacks.Callback(), TimeLimit(1))
+    for minutes in (0, -1, "90", True):
+        with pytest.raises(ValueError, match=r"`minutes` must be a number > 0. Received: minutes="):
+            TimeLimit(minutes)

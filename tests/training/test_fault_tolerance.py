@@ -289,3 +289,24 @@ def test_ctrl_c_stops_with_one_line_and_a_whole_backup(tmp_path):
     assert not [name for name in os.listdir(output / "backup") if "partial" in name]
     assert not [name for name in os.listdir(output / "translator") if "partial" in name]
     assert json.loads(metadata.read_text())["completed_steps"] > 0
+
+
+class _StopAfterEpoch(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        self.model.stop_training = True
+
+
+def test_a_callback_that_stops_the_rest_of_a_resumed_epoch_ends_the_run(tmp_path):
+    """Resumed mid-epoch, the epoch's rest is one `fit` and the later epochs another: a stop (a time limit,
+    a NaN) in the first must not start the second."""
+    model = _model()
+    backup = ResumableBackup(str(tmp_path / "backup"), save_freq=2)
+    backup.set_model(model)
+    with pytest.raises(KeyboardInterrupt):
+        fit_resumable(model, _data(), EPOCHS, STEPS, backup, [_Interrupt(at=3)], verbose=0)
+    again = _model()
+    backup = ResumableBackup(str(tmp_path / "backup"), save_freq=2)
+    backup.set_model(again)
+    assert backup.restore() == 2
+    history = fit_resumable(again, _data(), EPOCHS, STEPS, backup, [_StopAfterEpoch()], verbose=0)
+    assert len(history["loss"]) == 1 and int(again.optimizer.iterations) == STEPS  # the first epoch's end

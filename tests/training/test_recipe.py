@@ -1,5 +1,5 @@
-"""The training recipe's options: one joint vocabulary, one shared embedding, the learning-rate peak; the step
-traced once."""
+"""The training recipe's options: one joint vocabulary, one shared embedding, the learning-rate peak, a time
+limit; the step traced once."""
 
 import numpy as np
 import pytest
@@ -111,3 +111,30 @@ def test_the_training_step_is_traced_once(jit_compile, monkeypatch):
     batch = next(iter(prepared.train))
     model.fit(tf.data.Dataset.from_tensors(batch).repeat(3), epochs=1, verbose=0)
     assert len(traces) == 1  # one trace (the Python step runs once a trace)
+
+
+def test_a_time_limit_ends_the_run_early_and_the_results_say_so(tmp_path, capsys):
+    """Any epoch overruns a limit of a millionth of a minute: one epoch of three, a whole translator and results."""
+    config = TrainConfig(
+        model="transformer", preset="tiny", dataset="dates", vocab_size=240, max_length=40, epochs=3,
+        time_limit_minutes=1e-6, batch_size=16, max_train_examples=64, bleu_sample=0, jit_compile=False,
+        keep_checkpoints=0, max_test_examples=8, output_dir=str(tmp_path / "run"),
+        overrides=dict(num_layers=1, d_model=16, num_heads=2, intermediate_dim=32),
+    )
+    _, results = train(config, verbose=0)
+    assert results["time_limit"] == {"minutes": 1e-6, "stopped_after_epoch": 1}
+    assert len(results["history"]["loss"]) == 1 and results["steps"] == results["steps_per_epoch"]
+    assert "Time limit: stopping after epoch 1" in capsys.readouterr().out
+    assert Translator.load(str(tmp_path / "run" / "translator"))(["1/3/2021"])  # the run's files are whole
+
+
+def test_a_resumed_run_counts_the_training_time_of_its_earlier_epochs(tmp_path):
+    from keras_attention.training.recipe import _earlier_training_seconds
+
+    path = tmp_path / "history.csv"
+    path.write_text("epoch,bleu_seconds,epoch_seconds,loss,validation_seconds\n"
+                    "0,2.0,30.0,5.0,3.0\n1,NA,20.0,4.0,1.0\n2,2.0,50.0,3.0,3.0\n")
+    # A backup of 25 steps of 10 an epoch: epochs 1 and 2 done (the third, logged, runs again).
+    assert _earlier_training_seconds(str(path), 25, 10) == [25.0, 19.0]
+    assert _earlier_training_seconds(str(path), 0, 10) == []  # a fresh run
+    assert _earlier_training_seconds(str(path), 3, None) == [25.0, 19.0, 45.0]  # streamed: every logged epoch
