@@ -138,7 +138,7 @@ class TimeLimit(keras.callbacks.Callback):
             self.stopped_after_epoch = epoch + 1
             if self.verbose:
                 print(f"\nTime limit: stopping after epoch {epoch + 1}: {spent / 60:.1f} of {self.minutes:g} "
-                      f"minutes of training spent, and the next epoch would take about {next_epoch / 60:.1f}.")
+                      f"minutes of training spent; the next epoch would take about {next_epoch / 60:.1f} more.")
 
 
 class StepTimer(keras.callbacks.Callback):
