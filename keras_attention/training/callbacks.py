@@ -7,6 +7,7 @@ import time
 import keras
 
 from keras_attention.files import replaced_atomically
+from keras_attention.layers.validation import check_positive_int
 from keras_attention.training.evaluation import evaluate_bleu
 
 
@@ -119,7 +120,7 @@ class TimeLimit(keras.callbacks.Callback):
             raise ValueError(f"`minutes` must be a number > 0. Received: minutes={minutes!r}")
         self.minutes = minutes
         self.seconds = [float(s) for s in previous_seconds]
-        self.window = window
+        self.window = check_positive_int("window", window)
         self.verbose = verbose
         self.stopped_after_epoch = None
 

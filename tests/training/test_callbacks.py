@@ -175,3 +175,5 @@ def test_time_limit_does_not_claim_the_last_epoch_and_needs_the_timer():
     for minutes in (0, -1, "90", True):
         with pytest.raises(ValueError, match=r"`minutes` must be a number > 0. Received: minutes="):
             TimeLimit(minutes)
+    with pytest.raises(ValueError, match=r"`window` must be an integer >= 1. Received: window=0"):
+        TimeLimit(1, window=0)
