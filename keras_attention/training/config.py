@@ -37,7 +37,8 @@ class TrainConfig:
         time_limit_minutes: a budget of training minutes (validation passes
             excluded): the run stops before an epoch that would end past it
             (see `callbacks.TimeLimit`), and reports the epochs it trained.
-            None (the default) trains all `epochs`.
+            One process only (refused under a multi-worker strategy). None
+            (the default) trains all `epochs`.
         batch_tokens: a token budget per batch instead of `batch_size` (each
             length bucket gets as many pairs as fit).
         learning_rate: None for the model's default (the warm-up schedule for

@@ -106,6 +106,10 @@ def train(config, verbose=1):
 
 def _train(config, verbose):
     strategy = get_strategy(config.strategy)  # first: a multi-worker strategy must precede any TF op
+    if config.time_limit_minutes and getattr(strategy, "cluster_resolver", None) is not None:
+        raise ValueError("--time-limit works in one process: the workers of a multi-worker run would each stop "
+                         "by their own clock, and one left training waits for the others forever. Received: "
+                         f"--time-limit {config.time_limit_minutes:g} under MultiWorkerMirroredStrategy")
     output_dir = config.output_dir
     if not distribution.is_chief(strategy):
         output_dir = os.path.join(output_dir, distribution.task_name(strategy))

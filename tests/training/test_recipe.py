@@ -138,3 +138,18 @@ def test_a_resumed_run_counts_the_training_time_of_its_earlier_epochs(tmp_path):
     assert _earlier_training_seconds(str(path), 25, 10) == [25.0, 19.0]
     assert _earlier_training_seconds(str(path), 0, 10) == []  # a fresh run
     assert _earlier_training_seconds(str(path), 3, None) == [25.0, 19.0, 45.0]  # streamed: every logged epoch
+
+
+def test_a_time_limit_is_refused_under_several_workers(tmp_path, monkeypatch):
+    """Each worker would stop by its own clock, and a worker left training would wait for the others forever."""
+    from keras_attention.training import recipe
+
+    class _MultiWorker:  # what `train` reads to tell a multi-worker strategy
+        cluster_resolver = object()
+
+    monkeypatch.setattr(recipe, "get_strategy", lambda name: _MultiWorker())
+    config = TrainConfig(dataset="dates", time_limit_minutes=30, output_dir=str(tmp_path / "run"))
+    with pytest.raises(ValueError, match=r"^--time-limit works in one process: .* Received: --time-limit 30 under "
+                                         r"MultiWorkerMirroredStrategy$"):
+        train(config, verbose=0)
+    assert not (tmp_path / "run").exists()  # refused before anything was written
