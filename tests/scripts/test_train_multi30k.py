@@ -174,3 +174,44 @@ def test_the_documented_command_line_trains_the_transformer_tiny_recipe():
                    for field in (f.name for f in dataclasses.fields(TrainConfig))
                    if getattr(from_docs, field) != getattr(recipe, field)}
     assert differences == {}
+
+
+def test_the_length_penalty_of_the_average_is_chosen_on_the_validation_set(quick_run, tmp_path):
+    import shutil
+
+    _, run, _, _ = quick_run
+    folder = tmp_path / run.name
+    shutil.copytree(run, folder)
+    results = json.loads((folder / "results.json").read_text())
+    limit = train_multi30k.QUICK_TEST_SENTENCES
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert train_multi30k.score_more(str(folder), results, "de", "en", limit=limit, penalties=(0.0, 2.0))
+    selection = results["length_penalty_selection"]
+    assert selection["split"] == "val" and set(selection["bleu"]) == {"0", "2"}
+    # The validation scores are beam search of the average with each penalty; the test score uses the chosen one.
+    average = Translator.load(str(folder / "translator-average"))
+    val, test = (train_multi30k._pairs("de", "en", split, limit) for split in ("val", "test_2016_flickr"))
+    for penalty in (0.0, 2.0):
+        scored = train_multi30k.evaluate_bleu(average, val, method="beam", beam_size=4, length_penalty=penalty)
+        assert scored["bleu"] == pytest.approx(selection["bleu"][f"{penalty:g}"], abs=0.01)
+    chosen = train_multi30k.evaluate_bleu(average, test, method="beam", beam_size=4,
+                                          length_penalty=selection["chosen"])
+    assert results["test_average_beam4"]["bleu"] == pytest.approx(chosen["bleu"])
+    assert not train_multi30k.score_more(str(folder), results, "de", "en", limit=limit, penalties=(0.0, 2.0))
+
+
+def test_a_tie_on_validation_goes_to_the_smaller_length_penalty(monkeypatch):
+    asked = []
+    scores = iter([30.0, 31.0, 31.0])  # for the penalties 0.6, 1.0 and 1.4
+
+    def evaluate(translator, pairs, **options):
+        asked.append(options)
+        return {"bleu_lowercase": next(scores)}
+
+    monkeypatch.setattr(train_multi30k, "evaluate_bleu", evaluate)
+    with contextlib.redirect_stdout(io.StringIO()):
+        selection = train_multi30k.choose_length_penalty(None, (1.4, 0.6, 1.0), [], lower_case=True)
+    assert [options["length_penalty"] for options in asked] == [0.6, 1.0, 1.4]
+    assert all(options["method"] == "beam" and options["beam_size"] == 4 for options in asked)
+    assert selection == {"split": "val", "measure": "BLEU, lower-cased, beam 4",
+                         "bleu": {"0.6": 30.0, "1": 31.0, "1.4": 31.0}, "chosen": 1.0}
