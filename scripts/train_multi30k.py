@@ -172,8 +172,10 @@ def score_more(folder, results, source, target, limit=None, counts=None, penalti
         if name == "translator-average" and "length_penalty_selection" in wanted:
             if "length_penalty_selection" not in results:
                 lower = results["config"].get("lower_case", False)
-                results["length_penalty_selection"] = choose_length_penalty(
-                    translator, penalties, _pairs(source, target, VALIDATION_SPLIT, limit), lower)
+                chosen = choose_length_penalty(translator, penalties, _pairs(source, target, VALIDATION_SPLIT, limit),
+                                               lower)
+                # The code that chose it, which may be later than the run's `commit` (a finished run scored again).
+                results["length_penalty_selection"] = {**chosen, "commit": commit()}
             beam["length_penalty"] = results["length_penalty_selection"]["chosen"]
         for key in missing:
             scores = evaluate_bleu(translator, pairs, **(beam if key.endswith("beam4") else {}))

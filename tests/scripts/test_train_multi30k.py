@@ -188,6 +188,7 @@ def test_the_length_penalty_of_the_average_is_chosen_on_the_validation_set(quick
         assert train_multi30k.score_more(str(folder), results, "de", "en", limit=limit, penalties=(0.0, 2.0))
     selection = results["length_penalty_selection"]
     assert selection["split"] == "val" and set(selection["bleu"]) == {"0", "2"}
+    assert selection["commit"].rstrip("+") == results["commit"].rstrip("+")  # the same checkout here
     # The validation scores are beam search of the average with each penalty; the test score uses the chosen one.
     average = Translator.load(str(folder / "translator-average"))
     val, test = (train_multi30k._pairs("de", "en", split, limit) for split in ("val", "test_2016_flickr"))
