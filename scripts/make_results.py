@@ -78,8 +78,8 @@ def multi30k():
                      f"| {r['test']['chrf']:.1f} | {training_time(r)} | {r['parameters']:,} "
                      f"| {r.get('commit') or 'not recorded'}{' (*)' if r.get('note') else ''} |")
     lines += ["", "BLEU is sacreBLEU on test_2016_flickr, cased 13a / lower-cased (a model trained lower-cased has "
-              "only the second); beam 4 with the GNMT length penalty 0.6 (unless a note below says otherwise). "
-              "Each row is `python scripts/train_multi30k.py --models RECIPE --directions SRC-TGT` "
+              "only the second); beam 4 with the GNMT length penalty 0.6. Each row is "
+              "`python scripts/train_multi30k.py --models RECIPE --directions SRC-TGT` "
               "(its JSON in `benchmarks/multi30k/`), trained on a shared 2-core CPU machine; the rows ran on "
               "different days and hosts (whose speed differed up to 3x), so compare their BLEU, not their minutes. "
               "The training time is the `train` command's own: the epochs' seconds, each epoch with its validation "
@@ -118,16 +118,9 @@ def averaged_note(runs):
         scores = ", ".join(f"last {n} {b:.1f}" for n, b in selection["bleu"].items())
         parts.append(f"for `{model}` {direction.replace('-', '->')}, of the last {selection['chosen']}: the count "
                      f"that scored best on the validation set ({selection['measure']}: {scores})")
-    penalties = [(m, d, r["length_penalty_selection"]) for m, d, r in runs if "length_penalty_selection" in r]
     if not parts:
         return None
-    text = "The averaged column is " + "; ".join(parts) + "."
-    for model, direction, selection in penalties:
-        scores = ", ".join(f"{p} {b:.1f}" for p, b in selection["bleu"].items())
-        text += (f" `{model}` {direction.replace('-', '->')} decodes its average with the length penalty "
-                 f"{selection['chosen']:g}, the one that scored best on the validation set ({selection['measure']}: "
-                 f"{scores}).")
-    return text + (" Nothing is chosen on the test set." if chosen or penalties else "")
+    return "The averaged column is " + "; ".join(parts) + (". Nothing is chosen on the test set." if chosen else ".")
 
 
 def decoding():

@@ -8,8 +8,7 @@ started again with the same command. After training, each run is scored on
 test_2016_flickr with greedy decoding, beam search (4 hypotheses, GNMT length
 penalty 0.6), and the average of the last epochs' checkpoints (Vaswani et al.
 2017, section 6.1) decoded both ways (a recipe in AVERAGE_COUNTS averages as
-many of them as score best on the validation set, and one in LENGTH_PENALTIES
-decodes that average with the length penalty that scores best there); scores missing from an older
+many of them as score best on the validation set); scores missing from an older
 `results.json` are added the next time the script meets it. At the end it
 prints the table: BLEU (sacreBLEU, cased 13a, and lower-cased), chrF and the
 training time measured here. Copy a run's `results.json` to
@@ -75,9 +74,6 @@ VALIDATION_SPLIT = "val"
 # The others average every checkpoint they keep (the last 5).
 AVERAGE_COUNTS = {"transformer-tiny": (5, 10, 15, 20)}
 BEAM = dict(method="beam", beam_size=4, length_penalty=0.6)
-# Recipes whose averaged model is decoded (beam 4) with the GNMT length penalty that scores best on the
-# validation set, of these; the others use BEAM's 0.6 (Wu et al., 2016's choice for their models).
-LENGTH_PENALTIES = {"transformer-tiny": (0.6, 1.0, 1.4, 1.8)}
 # --quick scores only the first test sentences (its models are untrained smoke).
 QUICK_TEST_SENTENCES = 100
 
@@ -117,12 +113,12 @@ def run(model, direction, output, quick=False):
         with open(results_path, encoding="utf-8") as f:
             results = json.load(f)
     if score_more(folder, results, source, target, limit=QUICK_TEST_SENTENCES if quick else None,
-                  counts=AVERAGE_COUNTS.get(model), penalties=LENGTH_PENALTIES.get(model)):
+                  counts=AVERAGE_COUNTS.get(model)):
         _write(results_path, results)
     return results
 
 
-def score_more(folder, results, source, target, limit=None, counts=None, penalties=None):
+def score_more(folder, results, source, target, limit=None, counts=None):
     """Add the test scores `results` lacks: beam search, averaged checkpoints.
 
     The greedy score of the trained model is the recipe's `results["test"]`.
@@ -132,19 +128,13 @@ def score_more(folder, results, source, target, limit=None, counts=None, penalti
     `counts` (numbers of last checkpoints), the average is the one of those
     that scores best on the validation set (`choose_average`), recorded in
     `results["average_selection"]`; without, it is of every kept checkpoint.
-    With `penalties` (GNMT length penalties), `test_average_beam4` decodes
-    with the one whose beam search of the average scores best on the
-    validation set (`choose_length_penalty`, in
-    `results["length_penalty_selection"]`).
     `limit`: score only the first `limit` sentences of each split.
     Returns whether anything was added.
     """
     checkpoints = sorted(glob.glob(os.path.join(folder, "checkpoints", "epoch-*.weights.h5")))
     choose = bool(counts) and len(checkpoints) > min(counts)
-    averaging = len(checkpoints) > 1
-    wanted = (["test_beam4"] + (["test_average", "test_average_beam4"] if averaging else [])
-              + (["average_selection"] if choose else [])
-              + (["length_penalty_selection"] if averaging and penalties else []))
+    wanted = (["test_beam4"] + (["test_average", "test_average_beam4"] if len(checkpoints) > 1 else [])
+              + (["average_selection"] if choose else []))
     if all(key in results for key in wanted):
         return False
     pairs = _pairs(source, target, TEST_SPLIT, limit)
@@ -153,10 +143,8 @@ def score_more(folder, results, source, target, limit=None, counts=None, penalti
         lower = results["config"].get("lower_case", False)
         results["average_selection"] = choose_average(translator_dir, checkpoints, counts, average_dir,
                                                       _pairs(source, target, VALIDATION_SPLIT, limit), lower)
-        for key in ("test_average", "test_average_beam4", "length_penalty_selection"):  # of another average, if any
+        for key in ("test_average", "test_average_beam4"):  # scores of another average, if any
             results.pop(key, None)
-    if "length_penalty_selection" in wanted and "length_penalty_selection" not in results:
-        results.pop("test_average_beam4", None)  # decoded again with the penalty chosen
     # Each translator folder is loaded (and its decoders compiled) once, for all its scores.
     for name, keys in (("translator", ["test_beam4"]), ("translator-average", ["test_average", "test_average_beam4"])):
         missing = [key for key in keys if key in wanted and key not in results]
@@ -168,17 +156,8 @@ def score_more(folder, results, source, target, limit=None, counts=None, penalti
             average_translator(translator_dir, checkpoints, average_dir, overwrite=True)  # made again
             results["averaged_checkpoints"] = [os.path.basename(p) for p in checkpoints]
         translator = Translator.load(os.path.join(folder, name))
-        beam = dict(BEAM)
-        if name == "translator-average" and "length_penalty_selection" in wanted:
-            if "length_penalty_selection" not in results:
-                lower = results["config"].get("lower_case", False)
-                chosen = choose_length_penalty(translator, penalties, _pairs(source, target, VALIDATION_SPLIT, limit),
-                                               lower)
-                # The code that chose it, which may be later than the run's `commit` (a finished run scored again).
-                results["length_penalty_selection"] = {**chosen, "commit": commit()}
-            beam["length_penalty"] = results["length_penalty_selection"]["chosen"]
         for key in missing:
-            scores = evaluate_bleu(translator, pairs, **(beam if key.endswith("beam4") else {}))
+            scores = evaluate_bleu(translator, pairs, **(BEAM if key.endswith("beam4") else {}))
             results[key] = {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")}
             # fairseq's way (lower-cased, Moses-tokenized), to compare with its published figures; labelled as such.
             results[key]["bleu_moses_lowercase"] = moses_bleu(scores["hypotheses"], scores["references"], target)
@@ -208,24 +187,6 @@ def choose_average(translator_dir, checkpoints, counts, output_dir, pairs, lower
     chosen = max(scores, key=lambda n: (scores[n], -n))
     measure = f"BLEU{', lower-cased' if lower_case else ''}, greedy"
     return {"split": VALIDATION_SPLIT, "measure": measure, "bleu": {str(n): b for n, b in scores.items()},
-            "chosen": chosen}
-
-
-def choose_length_penalty(translator, penalties, pairs, lower_case):
-    """The GNMT length penalty, of `penalties`, whose beam search (BEAM's, 4 hypotheses) of `translator` scores
-    best on `pairs` (the validation set); the smaller on a tie.
-
-    Returns:
-        dict: `split`, `measure` (in words), `bleu` (penalty, as a str -> BLEU) and `chosen` (float).
-    """
-    key = "bleu_lowercase" if lower_case else "bleu"
-    scores = {}
-    for penalty in sorted(set(penalties)):
-        scores[penalty] = round(evaluate_bleu(translator, pairs, **{**BEAM, "length_penalty": penalty})[key], 2)
-        print(f"length penalty {penalty:g} on {VALIDATION_SPLIT}: BLEU {scores[penalty]:.2f} ({key}, beam 4)")
-    chosen = max(scores, key=lambda p: (scores[p], -p))
-    measure = f"BLEU{', lower-cased' if lower_case else ''}, beam {BEAM['beam_size']}"
-    return {"split": VALIDATION_SPLIT, "measure": measure, "bleu": {f"{p:g}": b for p, b in scores.items()},
             "chosen": chosen}
 
 

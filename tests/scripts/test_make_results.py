@@ -112,11 +112,6 @@ def test_the_multi30k_notes_say_what_the_averaged_column_averages():
         "The averaged column is the mean of the weights of the last 5 epochs; for `transformer-tiny` en->de, of "
         "the last 10: the count that scored best on the validation set (BLEU, lower-cased, greedy: last 5 40.0, "
         "last 10 40.5, last 15 40.5, last 20 40.2). Nothing is chosen on the test set.")
-    penalty = {**chosen, "length_penalty_selection": {"split": "val", "measure": "BLEU, lower-cased, beam 4",
-                                                      "bleu": {"0.6": 40.76, "1.4": 41.52}, "chosen": 1.4}}
-    assert make_results.averaged_note([("transformer-tiny", "de-en", penalty)]).endswith(
-        "`transformer-tiny` de->en decodes its average with the length penalty 1.4, the one that scored best on "
-        "the validation set (BLEU, lower-cased, beam 4: 0.6 40.8, 1.4 41.5). Nothing is chosen on the test set.")
 
 
 def test_every_size_flag_of_train_has_its_words_in_the_table():
