@@ -115,7 +115,7 @@ def averaged_note(runs):
     if counts:
         parts.append("the mean of the weights of the last " + " or ".join(map(str, counts)) + " epochs")
     for model, direction, selection in chosen:
-        scores = ", ".join(f"last {n} {b:.1f}" for n, b in selection["bleu"].items())
+        scores = ", ".join(f"last {n} {b:.2f}" for n, b in selection["bleu"].items())
         parts.append(f"for `{model}` {direction.replace('-', '->')}, of the last {selection['chosen']}: the count "
                      f"that scored best on the validation set ({selection['measure']}: {scores})")
     if not parts:

@@ -88,6 +88,24 @@ class EpochTimer(keras.callbacks.Callback):
             logs["validation_seconds"] = self._validation_seconds
 
 
+def training_seconds(epoch):
+    """An epoch's training seconds: its `epoch_seconds` less `validation_seconds` and `bleu_seconds`.
+
+    `epoch` is one epoch's logs (as `EpochTimer` and `BleuCallback` fill them)
+    or its row of `history.csv`; a value that is missing or not a number
+    ("NA" in an epoch without BLEU) counts as 0.
+
+    >>> training_seconds({"epoch_seconds": 80.0, "validation_seconds": 2.0, "bleu_seconds": "NA"})
+    78.0
+    """
+
+    def seconds(name):
+        value = epoch.get(name)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+    return seconds("epoch_seconds") - seconds("validation_seconds") - seconds("bleu_seconds")
+
+
 class TimeLimit(keras.callbacks.Callback):
     """Stop training before an epoch that would end past a budget of training minutes.
 
@@ -99,8 +117,10 @@ class TimeLimit(keras.callbacks.Callback):
     epochs asked for. Only training counts: each epoch's seconds come from
     `EpochTimer` (place this callback after it) less its validation pass and
     BLEU evaluation, the measure of `train`'s `train_seconds` minus its
-    `evaluation_seconds`. Like fairseq's `--stop-time-hours`, for shared
-    machines and job queues with a time limit.
+    `evaluation_seconds` (see `training_seconds`). Like fairseq's
+    `--stop-time-hours`, for shared machines and job queues with a time
+    limit. The check runs when an epoch ends: a run resumed after its
+    earlier processes spent the whole budget still trains one epoch.
 
     Args:
         minutes: float > 0. The budget of training minutes.
@@ -128,8 +148,7 @@ class TimeLimit(keras.callbacks.Callback):
         logs = logs or {}
         if "epoch_seconds" not in logs:
             raise ValueError("TimeLimit reads `epoch_seconds` from the epoch's logs: put it after an EpochTimer.")
-        evaluating = logs.get("validation_seconds", 0.0) + logs.get("bleu_seconds", 0.0)
-        self.seconds.append(logs["epoch_seconds"] - evaluating)
+        self.seconds.append(training_seconds(logs))
         recent = sorted(self.seconds[-self.window:])
         next_epoch = recent[len(recent) // 2]
         spent = sum(self.seconds)

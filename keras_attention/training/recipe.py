@@ -26,6 +26,7 @@ from keras_attention.training.callbacks import (
     EpochTimer,
     StepTimer,
     TimeLimit,
+    training_seconds,
 )
 from keras_attention.training.config import TrainConfig
 from keras_attention.training.corpus import _distinct_shapes, load_splits, prepare_data
@@ -149,9 +150,8 @@ def _run(config, verbose, strategy, output_dir):
     # Early too (evaluators need the vocabularies); after the restore, so a resumed run's copy is its latest state.
     translator.save(os.path.join(output_dir, "translator"))
     history_path = os.path.join(output_dir, "history.csv")
-    callbacks, step_timer, report_callback = _callbacks(config, prepared, translator, output_dir,
-                                                        history_path, resumed_from, verbose)
-    time_limit = next((c for c in callbacks if isinstance(c, TimeLimit)), None)
+    callbacks, step_timer, report_callback, time_limit = _callbacks(config, prepared, translator, output_dir,
+                                                                    history_path, resumed_from, verbose)
     if prepared.streaming:
         prepared.report.reset()  # building the model read ahead: count from the first epoch's start
     fit_started = time.time()
@@ -210,7 +210,8 @@ def build_and_compile(config, prepared, strategy):
 
 
 def _callbacks(config, prepared, translator, output_dir, history_path, resumed_from, verbose):
-    """The run's callbacks, in order, and the two whose figures go into results.json."""
+    """The run's callbacks, in order, and the three whose figures go into results.json (the time limit: None
+    without one)."""
     report_callback = CorpusReportCallback(prepared.report, verbose=bool(verbose), limit=config.max_train_examples)
     callbacks = [] if config.dataset == "prepared" else [report_callback]  # BLEU next, for the CSV log
     if prepared.valid_pairs is not None and config.bleu_sample:
@@ -221,11 +222,13 @@ def _callbacks(config, prepared, translator, output_dir, history_path, resumed_f
         callbacks.append(EpochCheckpoints(os.path.join(output_dir, "checkpoints"), config.keep_checkpoints))
     step_timer = StepTimer()
     callbacks += [step_timer, EpochTimer()]
+    time_limit = None
     if config.time_limit_minutes:
-        callbacks.append(TimeLimit(config.time_limit_minutes, _earlier_training_seconds(history_path, resumed_from,
-                                                                                        prepared.steps_per_epoch)))
+        time_limit = TimeLimit(config.time_limit_minutes,
+                               _earlier_training_seconds(history_path, resumed_from, prepared.steps_per_epoch))
+        callbacks.append(time_limit)
     callbacks += [keras.callbacks.CSVLogger(history_path, append=resumed_from > 0), keras.callbacks.TerminateOnNaN()]
-    return callbacks, step_timer, report_callback
+    return callbacks, step_timer, report_callback, time_limit
 
 
 def _earlier_training_seconds(history_path, resumed_from, steps_per_epoch):
@@ -234,13 +237,8 @@ def _earlier_training_seconds(history_path, resumed_from, steps_per_epoch):
         return []
     history = read_csv_history(history_path)
     done = len(history.get("loss", [])) if steps_per_epoch is None else resumed_from // steps_per_epoch
-
-    def column(name):  # one float per epoch done ("NA" and missing epochs: 0)
-        values = history.get(name, [])[:done]
-        return [v if isinstance(v, float) else 0.0 for v in values] + [0.0] * (done - len(values))
-
-    return [epoch - validating - bleu for epoch, validating, bleu in
-            zip(column("epoch_seconds"), column("validation_seconds"), column("bleu_seconds"))]
+    rows = [{name: values[i] for name, values in history.items() if i < len(values)} for i in range(done)]
+    return [training_seconds(row) for row in rows]  # an epoch the log lacks counts 0
 
 
 def _train_seconds(history, this_process_seconds):

@@ -110,8 +110,8 @@ def test_the_multi30k_notes_say_what_the_averaged_column_averages():
     assert make_results.averaged_note([("rnn", "en-de", {}), ("rnn", "de-en", {})]) is None
     assert make_results.averaged_note([("rnn", "en-de", five), ("transformer-tiny", "en-de", chosen)]) == (
         "The averaged column is the mean of the weights of the last 5 epochs; for `transformer-tiny` en->de, of "
-        "the last 10: the count that scored best on the validation set (BLEU, lower-cased, greedy: last 5 40.0, "
-        "last 10 40.5, last 15 40.5, last 20 40.2). Nothing is chosen on the test set.")
+        "the last 10: the count that scored best on the validation set (BLEU, lower-cased, greedy: last 5 40.04, "
+        "last 10 40.51, last 15 40.46, last 20 40.20). Nothing is chosen on the test set.")
 
 
 def test_every_size_flag_of_train_has_its_words_in_the_table():

@@ -137,6 +137,16 @@ def _fit_with_limit(epochs, times, limit):
     return len(history.history["loss"])
 
 
+def test_training_seconds_is_the_epoch_less_its_evaluation():
+    from keras_attention.training.callbacks import training_seconds
+
+    assert training_seconds({"epoch_seconds": 80.0, "validation_seconds": 2.5, "bleu_seconds": 4.0}) == 73.5
+    # A history.csv row: "NA" BLEU in an epoch without it; a log without the evaluation columns.
+    assert training_seconds({"epoch_seconds": 80.0, "validation_seconds": 2.5, "bleu_seconds": "NA"}) == 77.5
+    assert training_seconds({"epoch_seconds": 80.0, "loss": 1.0}) == 80.0
+    assert training_seconds({}) == 0.0
+
+
 def test_time_limit_stops_before_the_epoch_that_would_end_past_it(capsys):
     from keras_attention.training.callbacks import TimeLimit
 
