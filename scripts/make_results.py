@@ -16,6 +16,7 @@ the renderer, or run the benchmark again.
 
 import argparse
 import glob
+import json
 import os
 import re
 import statistics
@@ -44,7 +45,35 @@ def epochs_cell(results):
     return f"{stopped} of {asked}" if stopped else f"{asked}"
 
 
+def current_recipes():
+    """`scripts/train_multi30k.py`'s recipes as its runs get them: {recipe: COMMON updated by its CONFIGS entry}."""
+    import train_multi30k  # imports TensorFlow: only when the table is rendered
+
+    return {name: {**train_multi30k.COMMON, **options} for name, options in train_multi30k.CONFIGS.items()}
+
+
+def recipe_changes(config, recipe):
+    """The settings of `recipe` (a dict of TrainConfig fields) that a run's `config` had otherwise:
+    [(name, the run's value or None, the recipe's)], in the recipe's order."""
+    as_json = json.loads(json.dumps(recipe))  # tuples as lists, as in the run's JSON
+    return [(name, config.get(name), value) for name, value in as_json.items() if config.get(name) != value]
+
+
+def changes_note(changed):
+    """The note on rows whose recipe changed after they ran, from [(recipe, direction, changes)]."""
+    def setting(name, then, now):
+        return f"`{name}` {'not set' if then is None else then} (now {now})"
+
+    rows = "; ".join(f"`{model}` {direction.replace('-', '->')}: " + ", ".join(setting(*c) for c in changes)
+                     for model, direction, changes in changed)
+    return ("(†) Trained before its recipe changed: the run's settings differ from what "
+            f"`scripts/train_multi30k.py` sets now ({rows}). Such a row is that recipe's last run, not yet "
+            "re-run with the current one.")
+
+
 def multi30k():
+    recipes = current_recipes()
+    changed = []  # (recipe, direction, changes) of rows trained with an earlier version of their recipe
     runs = []
     for model, direction in MULTI30K_RUNS:
         runs.append((model, direction, load(f"multi30k/{model}-{direction}")))
@@ -72,11 +101,15 @@ def multi30k():
         averaged = r.get("test_average_beam4") or {}
         fairseq = f"| {moses_bleu_cell(averaged)} " if moses else ""
         lower = bool(config.get("lower_case"))
+        changes = recipe_changes(config, recipes[model]) if model in recipes else []
+        if changes:
+            changed.append((model, direction, changes))
         lines.append(f"| `{model}` | {name} | {direction.replace('-', '->')} | {epochs_cell(r)} "
                      f"| {bleu(r['test'], lower)} | {bleu(r.get('test_beam4'), lower)} "
                      f"| {bleu(averaged, lower)} {fairseq}"
                      f"| {r['test']['chrf']:.1f} | {training_time(r)} | {r['parameters']:,} "
-                     f"| {r.get('commit') or 'not recorded'}{' (*)' if r.get('note') else ''} |")
+                     f"| {r.get('commit') or 'not recorded'}{' (*)' if r.get('note') else ''}"
+                     f"{' (†)' if changes else ''} |")
     lines += ["", "BLEU is sacreBLEU on test_2016_flickr, cased 13a / lower-cased (a model trained lower-cased has "
               "only the second); beam 4 with the GNMT length penalty 0.6. Each row is "
               "`python scripts/train_multi30k.py --models RECIPE --directions SRC-TGT` "
@@ -94,6 +127,8 @@ def multi30k():
         lines += ["", averaged_text]
     if any(r.get("note") for *_, r in runs):
         lines += ["", "(*) Not made by that command alone: the run's JSON has a `note` saying how it was made."]
+    if changed:
+        lines += ["", changes_note(changed)]
     if moses:
         gaps = [abs(s["bleu_moses_lowercase"] - s["bleu_lowercase"]) for *_, r in runs
                 for s in [r.get("test_average_beam4") or {}] if "bleu_moses_lowercase" in s]

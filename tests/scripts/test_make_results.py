@@ -52,6 +52,7 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
             result["test_beam4"] = {**scores, "bleu": 31.0}
         (runs / f"{model}-{direction}.json").write_text(json.dumps(result))
     monkeypatch.setattr(results_common, "ROOT", str(tmp_path))
+    monkeypatch.setattr(make_results, "current_recipes", dict)  # these made-up runs follow no recipe
     table = make_results.multi30k()
     assert ("| `transformer` | transformer (small) | en->de | 12 | 30.0 / 30.6 | 31.0 / 30.6 | not scored | 55.0 "
             "| 10 min | 1,234 | abc1234 |") in table
@@ -100,6 +101,34 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
     (runs / "transformer-shared-en-de.json").write_text(json.dumps({**variant, "note": "stopped after epoch 9"}))
     table = make_results.multi30k()  # a run made otherwise than by the command is marked and told
     assert table.count("(*)") == 2 and "| abc1234 (*) |" in table and "has a `note`" in table
+
+
+def test_a_row_trained_before_its_recipe_changed_is_marked(tmp_path, monkeypatch):
+    runs = tmp_path / "benchmarks" / "multi30k"
+    runs.mkdir(parents=True)
+    scores = {"bleu": 30.04, "bleu_lowercase": 30.55, "chrf": 55.0, "num_sentences": 1000}
+    recipe = {"epochs": 12, "vocab_size": 10000, "time_limit_minutes": 88, "overrides": {"dropout": 0.3}}
+    for model, direction in make_results.MULTI30K_RUNS:
+        config = {"preset": "small", "epochs": 12, "vocab_size": 10000, "time_limit_minutes": 88,
+                  "overrides": {"dropout": 0.3}}
+        if (model, direction) == ("bahdanau", "de-en"):  # an older run: another vocabulary, no time limit
+            config = {**config, "vocab_size": 8000}
+            del config["time_limit_minutes"]
+        result = {"config": config, "test": scores, "train_seconds": 600.0, "parameters": 1234, "commit": "abc1234"}
+        (runs / f"{model}-{direction}.json").write_text(json.dumps(result))
+    monkeypatch.setattr(results_common, "ROOT", str(tmp_path))
+    current_recipes = make_results.current_recipes
+    monkeypatch.setattr(make_results, "current_recipes", lambda: {"bahdanau": recipe, "luong": recipe})
+    table = make_results.multi30k()
+    marked = [line for line in table.splitlines() if line.endswith("| abc1234 (†) |")]
+    assert len(marked) == 1 and "| bahdanau (small) | de->en |" in marked[0]
+    assert ("(†) Trained before its recipe changed: the run's settings differ from what "
+            "`scripts/train_multi30k.py` sets now (`bahdanau` de->en: `vocab_size` 8000 (now 10000), `time_limit_minutes` not set (now 88))."
+            in table)
+    # The recipes as the script sets them: the committed rows that match them carry no mark.
+    recipes = current_recipes()
+    assert recipes["transformer"]["epochs"] == 30 and recipes["transformer"]["dataset"] == "multi30k"
+    assert make_results.recipe_changes({**recipes["luong"]}, recipes["luong"]) == []
 
 
 def test_the_multi30k_notes_say_what_the_averaged_column_averages():
