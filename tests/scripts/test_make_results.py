@@ -123,8 +123,8 @@ def test_a_row_trained_before_its_recipe_changed_is_marked(tmp_path, monkeypatch
     marked = [line for line in table.splitlines() if line.endswith("| abc1234 (†) |")]
     assert len(marked) == 1 and "| bahdanau (small) | de->en |" in marked[0]
     assert ("(†) Trained before its recipe changed: the run's settings differ from what "
-            "`scripts/train_multi30k.py` sets now (`bahdanau` de->en: `vocab_size` 8000 (now 10000), `time_limit_minutes` not set (now 88))."
-            in table)
+            "`scripts/train_multi30k.py` sets now (`bahdanau` de->en: `vocab_size` 8000 (now 10000), "
+            "`time_limit_minutes` not set (now 88))." in table)
     # The recipes as the script sets them: the committed rows that match them carry no mark.
     recipes = current_recipes()
     assert recipes["transformer"]["epochs"] == 30 and recipes["transformer"]["dataset"] == "multi30k"
