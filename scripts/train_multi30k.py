@@ -57,9 +57,9 @@ CONFIGS = {
     # validation set against 0b74c8f's 40.63 (lower-cased, greedy, the best count each). Length buckets that pad the
     # fewest tokens (benchmarks/buckets.json: a 20% shorter epoch than equal-count ones) make 121 batches an epoch
     # of en->de, so 65 epochs are about 8,000 updates, as fairseq's. The last 20 epochs' weights are kept: how many
-    # of them to average is chosen on the validation set (AVERAGE_COUNTS). The 65 epochs take about 81 minutes of
-    # training on a quiet 2-core CPU, and up to a fifth more when the host is busy: the run stops before an epoch
-    # that would end past 88 minutes (validation excluded), inside the 90-minute budget of the recipe's target.
+    # of them to average is chosen on the validation set (AVERAGE_COUNTS). A 2-core CPU's time for the 65 epochs
+    # varies with the host (the results table has each run's), so the run stops before an epoch that would end
+    # past 88 minutes (validation excluded), inside the 90-minute budget of the recipe's target.
     "transformer-tiny": dict(model="transformer", preset="tiny", epochs=65, time_limit_minutes=88, vocab_size=10000,
                              warmup_steps=2000, batch_tokens=4096, bucket_method="min_padding", peak_learning_rate=5e-3,
                              keep_checkpoints=20,

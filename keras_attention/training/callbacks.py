@@ -93,7 +93,9 @@ def training_seconds(epoch):
 
     `epoch` is one epoch's logs (as `EpochTimer` and `BleuCallback` fill them)
     or its row of `history.csv`; a value that is missing or not a number
-    ("NA" in an epoch without BLEU) counts as 0.
+    ("NA" in an epoch without BLEU) counts as 0: a time limit must go on with
+    what it knows, where `recipe._evaluation_seconds`, a whole run's total for
+    its results, says "unknown" instead.
 
     >>> training_seconds({"epoch_seconds": 80.0, "validation_seconds": 2.0, "bleu_seconds": "NA"})
     78.0

@@ -252,7 +252,11 @@ def _train_seconds(history, this_process_seconds):
 
 def _evaluation_seconds(history):
     """The part of `train_seconds` spent on the epochs' validation loss and BLEU, or None when
-    some epoch did not record it (a run resumed from a backup written before they were timed)."""
+    some epoch did not record it (a run resumed from a backup written before they were timed).
+
+    A whole run's figure, so an unrecorded epoch makes it unknown; `callbacks.training_seconds`,
+    which reads the same columns for one epoch, counts a missing value as 0 instead.
+    """
     validation = history.get("validation_seconds", [])
     if len(validation) != len(history.get("loss", [])) or not all(isinstance(s, float) for s in validation):
         return None
