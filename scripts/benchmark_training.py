@@ -120,11 +120,12 @@ def random_batch(c, seed=0):
     return (ids(), ids()), ids()
 
 
-def matmul_peak(n=2048, repeats=10, dtype="float32"):
-    """GFLOP/s of an n x n matrix product in `dtype` on the default device (best of `repeats`)."""
+def matmul_peak(n=2048, repeats=10, dtype="float32", jit_compile=None):
+    """GFLOP/s of an n x n matrix product in `dtype` on the default device (best of `repeats`), compiled
+    with XLA if `jit_compile`."""
     a = tf.cast(tf.random.normal((n, n)), dtype)
     b = tf.cast(tf.random.normal((n, n)), dtype)
-    product = tf.function(lambda: tf.matmul(a, b))
+    product = tf.function(lambda: tf.matmul(a, b), jit_compile=jit_compile, autograph=False)
     product().numpy()
     best = float("inf")
     for _ in range(repeats):

@@ -144,3 +144,25 @@ def buckets():
          "once with each `--bucket-method`; after a first epoch (which compiles a program for each batch shape) "
          f"the two methods' epochs alternate ({r['rounds']} rounds; medians).",
          provenance(r, "buckets.json", "python scripts/benchmark_buckets.py --json benchmarks/buckets.json")])
+
+
+def precision():
+    r = load("precision")
+    c = r["config"]
+    names = {"float32": "float32", "mixed_float16": "`mixed_float16`", "mixed_bfloat16": "`mixed_bfloat16`"}
+
+    def variant(name):
+        policy, compiler = name.split(":")
+        return f"{names[policy]}, {'XLA' if compiler == 'xla' else 'no XLA'}"
+
+    med, speed = r["median_tokens_per_second"], r["speed_over_reference"]
+    rows = [(variant(name), f"{med[name]:,.0f}", f"{speed[name]:.2f}x") for name in r["variants"]]
+    products = ", ".join(f"{dtype} {'with' if compiler == 'xla' else 'without'} XLA {rate:.0f}"
+                         for dtype, compiler, rate in ((*k.split(":"), v) for k, v in r["matmul_gflops"].items()))
+    return table(["`--precision`, `--jit`", "target tokens/s (median)", f"over {variant(r['reference'])}"], rows, [
+        f"One training step of the `{r['model']}` model ({c['num_layers']}+{c['num_layers']} layers, width "
+        f"{c['d_model']}, feed-forward {c['intermediate_dim']}, vocabulary {c['vocab']:,}, batch {c['batch']} x "
+        f"{c['length']} tokens), built once under each Keras dtype policy from the same weights and compiled with "
+        f"or without XLA; {r['rounds']} alternated rounds of {r['steps']} steps, medians. In the same run, a "
+        f"1024 x 1024 matrix product ran at (GFLOP/s): {products}.",
+        provenance(r, "precision.json", "python scripts/benchmark_precision.py --json benchmarks/precision.json")])

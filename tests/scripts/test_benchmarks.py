@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import benchmark_attention  # noqa: E402
 import benchmark_decoding  # noqa: E402
+import benchmark_precision  # noqa: E402
 import benchmark_training  # noqa: E402
 import profile_training  # noqa: E402
 
@@ -247,3 +248,30 @@ def test_bucket_benchmark_trains_both_methods_on_the_same_pairs(tmp_path):
         assert method["real_target_tokens_per_second"] == method["real_target_tokens"] / method["epoch_seconds"][0]
     assert result["ratio_min_padding_over_equal_count"] == (fewest["real_target_tokens_per_second"]
                                                             / equal["real_target_tokens_per_second"])
+
+
+def test_precision_benchmark_trains_one_model_under_each_variant(tmp_path):
+    out = tmp_path / "precision.json"
+    result = benchmark_precision.main(["--quick", "--json", str(out)])
+    assert result["variants"] == list(benchmark_precision.DEFAULT_VARIANTS)
+    assert json.loads(out.read_text())["speed_over_reference"]["float32:xla"] == 1.0
+    assert set(result["matmul_gflops"]) == {"float32:xla", "float32:no-xla", "bfloat16:xla", "bfloat16:no-xla"}
+
+
+def test_precision_variants_are_one_model_in_other_dtypes():
+    c = benchmark_precision.QUICK
+    batch = benchmark_training.random_batch(c)
+    models = benchmark_precision.build_variants(
+        c, {"a": ("float32", False), "b": ("float32", True), "c": ("mixed_bfloat16", False)}, batch)
+    assert models["c"].compute_dtype == "bfloat16" and models["c"].weights[0].dtype == "float32"
+    logits = {name: keras.ops.convert_to_numpy(m(batch[0], training=False)).astype("float32")
+              for name, m in models.items()}
+    np.testing.assert_allclose(logits["b"], logits["a"], rtol=1e-5, atol=1e-5)  # XLA or not: one function
+    # bfloat16 keeps 8 bits of mantissa: the same function to about 1%.
+    np.testing.assert_allclose(logits["c"], logits["a"], atol=0.05 * np.abs(logits["a"]).max())
+
+
+def test_precision_benchmark_refuses_a_bad_variant(capsys):
+    with pytest.raises(SystemExit):
+        benchmark_precision.main(["--quick", "--variants", "float64:xla"])
+    assert "a variant is PRECISION:xla or PRECISION:no-xla" in capsys.readouterr().err
