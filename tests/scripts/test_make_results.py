@@ -274,7 +274,7 @@ def test_the_precision_table_is_rendered_from_its_json(tmp_path, monkeypatch):
     out = make_results.precision()
     assert "| `--precision`, `--jit` | target tokens/s (median) | over float32, XLA |" in out
     assert "| float32, XLA | 20,000 | 1.00x |" in out and "| `mixed_bfloat16`, no XLA | 30,000 | 1.50x |" in out
-    assert "`tiny` model (4+4 layers, width 128, feed-forward 256, vocabulary 10,000, batch 256 x 16" in out
+    assert "`tiny` model of `benchmark_precision.py` (4+4 layers, width 128, feed-forward 256, vocabulary 10,000, batch 256 x 16" in out
     assert "5 alternated rounds of 20 steps" in out
     assert "float32 without XLA 200, bfloat16 without XLA 701." in out and "Measured on 2026-01-02" in out
 
