@@ -160,9 +160,10 @@ def precision():
     products = ", ".join(f"{dtype} {'with' if compiler == 'xla' else 'without'} XLA {rate:.0f}"
                          for dtype, compiler, rate in ((*k.split(":"), v) for k, v in r["matmul_gflops"].items()))
     return table(["`--precision`, `--jit`", "target tokens/s (median)", f"over {variant(r['reference'])}"], rows, [
-        f"One training step of the `{r['model']}` model of `benchmark_precision.py` ({c['num_layers']}+{c['num_layers']} layers, width "
-        f"{c['d_model']}, feed-forward {c['intermediate_dim']}, vocabulary {c['vocab']:,}, batch {c['batch']} x "
-        f"{c['length']} tokens), built once under each Keras dtype policy from the same weights and compiled with "
-        f"or without XLA; {r['rounds']} alternated rounds of {r['steps']} steps, medians. In the same run, a "
+        f"One training step of the `{r['model']}` model of `benchmark_precision.py` "
+        f"({c['num_layers']}+{c['num_layers']} layers, width {c['d_model']}, feed-forward {c['intermediate_dim']}, "
+        f"vocabulary {c['vocab']:,}, batch {c['batch']} x {c['length']} tokens), built once under each Keras "
+        f"dtype policy from the same weights and compiled with or without XLA; {r['rounds']} alternated rounds "
+        f"of {r['steps']} steps, medians. In the same run, a "
         f"1024 x 1024 matrix product ran at (GFLOP/s): {products}.",
         provenance(r, "precision.json", "python scripts/benchmark_precision.py --json benchmarks/precision.json")])
