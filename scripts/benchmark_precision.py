@@ -127,17 +127,18 @@ def main(argv=None):
             print(f"round {round_ + 1} {name:22s}: {runs[name][-1]:9.1f} target tokens/s", flush=True)
     medians = {name: statistics.median(values) for name, values in runs.items()}
     reference = names[0]
-    products = product_rates(256 if args.quick else 1024, repeats=2 if args.quick else 5)
+    size = 256 if args.quick else 1024
+    products = product_rates(size, repeats=2 if args.quick else 5)
     result = {
         "model": "quick" if args.quick else args.model, "config": c, "steps": args.steps, "rounds": args.rounds,
         "variants": names, "reference": reference, "tokens_per_second": runs, "median_tokens_per_second": medians,
         "speed_over_reference": {name: medians[name] / medians[reference] for name in names},
-        "matmul_gflops": products,
+        "matmul_size": size, "matmul_gflops": products,
     }
     print(f"\nmedians over {args.rounds} rounds of {args.steps} steps, speed over {reference}:")
     for name in names:
         print(f"  {name:22s} {medians[name]:9.1f} target tokens/s  {result['speed_over_reference'][name]:5.2f}x")
-    print("a 1024 x 1024 matrix product: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in products.items()))
+    print(f"a {size} x {size} matrix product: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in products.items()))
     write_json(args.json, result)
     return result
 

@@ -157,13 +157,15 @@ def precision():
 
     med, speed = r["median_tokens_per_second"], r["speed_over_reference"]
     rows = [(variant(name), f"{med[name]:,.0f}", f"{speed[name]:.2f}x") for name in r["variants"]]
-    products = ", ".join(f"{dtype} {'with' if compiler == 'xla' else 'without'} XLA {rate:.0f}"
-                         for dtype, compiler, rate in ((*k.split(":"), v) for k, v in r["matmul_gflops"].items()))
+    products = []
+    for key, rate in r["matmul_gflops"].items():  # "bfloat16:no-xla": GFLOP/s
+        dtype, compiler = key.split(":")
+        products.append(f"{dtype} {'with' if compiler == 'xla' else 'without'} XLA {rate:.0f}")
     return table(["`--precision`, `--jit`", "target tokens/s (median)", f"over {variant(r['reference'])}"], rows, [
         f"One training step of the `{r['model']}` model of `benchmark_precision.py` "
         f"({c['num_layers']}+{c['num_layers']} layers, width {c['d_model']}, feed-forward {c['intermediate_dim']}, "
         f"vocabulary {c['vocab']:,}, batch {c['batch']} x {c['length']} tokens), built once under each Keras "
         f"dtype policy from the same weights and compiled with or without XLA; {r['rounds']} alternated rounds "
         f"of {r['steps']} steps, medians. In the same run, a "
-        f"1024 x 1024 matrix product ran at (GFLOP/s): {products}.",
+        f"{r['matmul_size']} x {r['matmul_size']} matrix product ran at (GFLOP/s): {', '.join(products)}.",
         provenance(r, "precision.json", "python scripts/benchmark_precision.py --json benchmarks/precision.json")])

@@ -255,6 +255,7 @@ def test_precision_benchmark_trains_one_model_under_each_variant(tmp_path):
     result = benchmark_precision.main(["--quick", "--json", str(out)])
     assert result["variants"] == list(benchmark_precision.DEFAULT_VARIANTS)
     assert json.loads(out.read_text())["speed_over_reference"]["float32:xla"] == 1.0
+    assert result["matmul_size"] == 256  # --quick
     assert set(result["matmul_gflops"]) == {"float32:xla", "float32:no-xla", "bfloat16:xla", "bfloat16:no-xla"}
 
 
@@ -275,3 +276,10 @@ def test_precision_benchmark_refuses_a_bad_variant(capsys):
     with pytest.raises(SystemExit):
         benchmark_precision.main(["--quick", "--variants", "float64:xla"])
     assert "a variant is PRECISION:xla or PRECISION:no-xla" in capsys.readouterr().err
+
+
+def test_precision_benchmark_refuses_a_variant_named_twice(capsys):
+    with pytest.raises(SystemExit):
+        benchmark_precision.main(["--quick", "--variants", "float32:xla", "mixed_bfloat16:no-xla", "float32:xla"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith("each variant once; received float32:xla mixed_bfloat16:no-xla float32:xla")

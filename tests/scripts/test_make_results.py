@@ -269,14 +269,15 @@ def test_the_precision_table_is_rendered_from_its_json(tmp_path, monkeypatch):
                "steps": 20, "rounds": 5, "variants": variants, "reference": "float32:xla",
                "median_tokens_per_second": {"float32:xla": 20000.0, "mixed_bfloat16:no-xla": 30000.0},
                "speed_over_reference": {"float32:xla": 1.0, "mixed_bfloat16:no-xla": 1.5},
-               "matmul_gflops": {"float32:no-xla": 200.4, "bfloat16:no-xla": 700.6}}
+               "matmul_size": 512, "matmul_gflops": {"float32:no-xla": 200.4, "bfloat16:no-xla": 700.6}}
     _benchmark_json(tmp_path, monkeypatch, "precision", figures)
     out = make_results.precision()
     assert "| `--precision`, `--jit` | target tokens/s (median) | over float32, XLA |" in out
     assert "| float32, XLA | 20,000 | 1.00x |" in out and "| `mixed_bfloat16`, no XLA | 30,000 | 1.50x |" in out
     assert "`tiny` model of `benchmark_precision.py` (4+4 layers, width 128, feed-forward 256, vocabulary 10,000, batch 256 x 16" in out
     assert "5 alternated rounds of 20 steps" in out
-    assert "float32 without XLA 200, bfloat16 without XLA 701." in out and "Measured on 2026-01-02" in out
+    assert "512 x 512 matrix product ran at (GFLOP/s): float32 without XLA 200, bfloat16 without XLA 701." in out
+    assert "Measured on 2026-01-02" in out
 
 
 def test_xla_min_pairs_is_at_or_above_every_measured_break_even():
