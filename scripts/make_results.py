@@ -46,11 +46,12 @@ def epochs_cell(results):
     return f"{stopped} of {asked}" if stopped else f"{asked}"
 
 
-def current_recipes():
-    """`scripts/train_multi30k.py`'s recipes as its runs get them: {recipe: COMMON updated by its CONFIGS entry}."""
+def current_recipes(directions=("en-de", "de-en")):
+    """`scripts/train_multi30k.py`'s recipes as its runs get them: {(recipe, direction): TrainConfig fields}."""
     import train_multi30k  # imports TensorFlow: only when the table is rendered
 
-    return {name: {**train_multi30k.COMMON, **options} for name, options in train_multi30k.CONFIGS.items()}
+    return {(name, direction): train_multi30k.recipe(name, direction)
+            for name in train_multi30k.CONFIGS for direction in directions}
 
 
 def recipe_changes(config, recipe):
@@ -102,7 +103,8 @@ def multi30k():
         averaged = r.get("test_average_beam4") or {}
         fairseq = f"| {moses_bleu_cell(averaged)} " if moses else ""
         lower = bool(config.get("lower_case"))
-        changes = recipe_changes(config, recipes[model]) if model in recipes else []
+        recipe = recipes.get((model, direction))
+        changes = recipe_changes(config, recipe) if recipe else []
         if changes:
             changed.append((model, direction, changes))
         lines.append(f"| `{model}` | {name} | {direction.replace('-', '->')} | {epochs_cell(r)} "

@@ -118,7 +118,9 @@ def test_a_row_trained_before_its_recipe_changed_is_marked(tmp_path, monkeypatch
         (runs / f"{model}-{direction}.json").write_text(json.dumps(result))
     monkeypatch.setattr(results_common, "ROOT", str(tmp_path))
     current_recipes = make_results.current_recipes
-    monkeypatch.setattr(make_results, "current_recipes", lambda: {"bahdanau": recipe, "luong": recipe})
+    monkeypatch.setattr(make_results, "current_recipes",
+                        lambda: {(model, direction): recipe for model in ("bahdanau", "luong")
+                                 for direction in ("en-de", "de-en")})
     table = make_results.multi30k()
     marked = [line for line in table.splitlines() if line.endswith("| abc1234 (†) |")]
     assert len(marked) == 1 and "| bahdanau (small) | de->en |" in marked[0]
@@ -127,8 +129,11 @@ def test_a_row_trained_before_its_recipe_changed_is_marked(tmp_path, monkeypatch
             "`time_limit_minutes` not set (now 88))." in table)
     # The recipes as the script sets them: the committed rows that match them carry no mark.
     recipes = current_recipes()
-    assert recipes["transformer"]["epochs"] == 30 and recipes["transformer"]["dataset"] == "multi30k"
-    assert make_results.recipe_changes({**recipes["luong"]}, recipes["luong"]) == []
+    assert recipes["transformer", "de-en"]["epochs"] == 30 and recipes["transformer", "en-de"]["dataset"] == "multi30k"
+    assert make_results.recipe_changes({**recipes["luong", "en-de"]}, recipes["luong", "en-de"]) == []
+    # A setting one direction chose on its own validation set is that direction's recipe only.
+    tiny = recipes["transformer-tiny", "en-de"], recipes["transformer-tiny", "de-en"]
+    assert make_results.recipe_changes(tiny[0], tiny[1]) == [("vocab_size", 10000, 8000)]
 
 
 def test_the_multi30k_notes_say_what_the_averaged_column_averages():

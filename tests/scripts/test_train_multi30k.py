@@ -167,10 +167,17 @@ def test_the_documented_command_line_trains_the_transformer_tiny_recipe():
     start = guide.index("keras-attention train --model transformer --preset tiny")
     end = guide.index("\n", guide.index("--output", start))
     argv = shlex.split(guide[start:end].replace("\\\n", " "))[1:]
-    from_docs = config_from_args(build_parser().parse_args(argv))
-    recipe = TrainConfig(source="en", target="de", output_dir=from_docs.output_dir,
-                         **train_multi30k.COMMON, **train_multi30k.CONFIGS["transformer-tiny"])
-    differences = {field: (getattr(from_docs, field), getattr(recipe, field))
-                   for field in (f.name for f in dataclasses.fields(TrainConfig))
-                   if getattr(from_docs, field) != getattr(recipe, field)}
-    assert differences == {}
+    # de->en as the guide says: swap --source and --target, pass --vocab-size 8000 (argparse keeps the last).
+    swapped = {"en": "de", "de": "en"}
+    reverse = [swapped.get(word, word) if argv[i - 1] in ("--source", "--target") else word
+               for i, word in enumerate(argv)] + ["--vocab-size", "8000"]
+    assert "(en->de; for de->en swap `--source` and `--target` and pass\n`--vocab-size 8000`)" in guide
+    for direction, words in (("en-de", argv), ("de-en", reverse)):
+        from_docs = config_from_args(build_parser().parse_args(words))
+        source, target = direction.split("-")
+        recipe = TrainConfig(source=source, target=target, output_dir=from_docs.output_dir,
+                             **train_multi30k.recipe("transformer-tiny", direction))
+        differences = {field: (getattr(from_docs, field), getattr(recipe, field))
+                       for field in (f.name for f in dataclasses.fields(TrainConfig))
+                       if getattr(from_docs, field) != getattr(recipe, field)}
+        assert differences == {}, direction
