@@ -46,12 +46,12 @@ def epochs_cell(results):
     return f"{stopped} of {asked}" if stopped else f"{asked}"
 
 
-def current_recipes(directions=("en-de", "de-en")):
+def current_recipes():
     """`scripts/train_multi30k.py`'s recipes as its runs get them: {(recipe, direction): TrainConfig fields}."""
     import train_multi30k  # imports TensorFlow: only when the table is rendered
 
     return {(name, direction): train_multi30k.recipe(name, direction)
-            for name in train_multi30k.CONFIGS for direction in directions}
+            for name in train_multi30k.CONFIGS for direction in train_multi30k.DIRECTIONS}
 
 
 def recipe_changes(config, recipe):

@@ -51,19 +51,18 @@ CONFIGS = {
                                joint_vocabulary=True, share_embeddings=True, lower_case=True,
                                overrides=dict(dropout=0.3, attention_dropout=0.1)),
     # Wu et al. (2021)'s Transformer-tiny, fairseq's Multi30k baseline: 4+4 layers of width 128 (feed-forward 256),
-    # everything shared, dropout 0.3, about 4,096 tokens a batch, warm-up 2,000 to a peak of 5e-3. A third of the
-    # small model's cost an epoch on a CPU. The joint vocabulary has 10,000 pieces, as the 10,000 BPE merges common
-    # in Multi30k baselines: 8,000 until def21f1 (2.5% more tokens), whose en->de average scored 40.39 on the
-    # validation set against 0b74c8f's 40.63 (lower-cased, greedy, the best count each); de->en has 8,000
-    # (DIRECTION_CONFIGS). Length buckets that pad the
-    # fewest tokens (benchmarks/buckets.json: a 20% shorter epoch than equal-count ones) make 121 batches an epoch
-    # of en->de: fairseq's 8,000 updates are 65 epochs. The recipe trains as many epochs as fit in 88 minutes of
-    # training (validation excluded), inside the 90-minute budget of its target, up to 80 (9,700 updates): in both
-    # 65-epoch runs (1a93919, 28b3198) the validation loss still fell from epochs 46-55 to 56-65 (means of ten:
-    # en->de 2.723 to 2.707, de->en 2.629 to 2.626), and the de->en one trained 80 of its 88 minutes. A 2-core
-    # CPU's speed varies with the host; the results table has each run's epochs and minutes. The last 30 epochs'
-    # weights are kept, and how many of them to average is chosen on the validation set (AVERAGE_COUNTS): with 20
-    # kept, en->de chose all 20.
+    # everything shared, dropout 0.3, about 4,096 tokens a batch, warm-up 2,000 to a peak of 5e-3. A third of the small
+    # model's cost an epoch on a CPU. The joint vocabulary has 10,000 pieces, as the 10,000 BPE merges common in
+    # Multi30k baselines: 8,000 until def21f1 (2.5% more tokens), whose en->de average scored 40.39 on the validation
+    # set against 0b74c8f's 40.63 (lower-cased, greedy, the best count each); de->en has 8,000 (DIRECTION_CONFIGS).
+    # Length buckets that pad the fewest tokens (benchmarks/buckets.json: a 20% shorter epoch than equal-count ones)
+    # make 121 batches an epoch of en->de: fairseq's 8,000 updates are 65 epochs. The recipe trains as many epochs as
+    # fit in 88 minutes of training (validation excluded), inside the 90-minute budget of its target, up to 80 (9,700
+    # updates): in both 65-epoch runs (1a93919, 28b3198) the validation loss still fell from epochs 46-55 to 56-65
+    # (means of ten: en->de 2.723 to 2.707, de->en 2.629 to 2.626), and the de->en one trained 80 of its 88 minutes. A
+    # 2-core CPU's speed varies with the host; the results table has each run's epochs and minutes. The last 30 epochs'
+    # weights are kept, and how many of them to average is chosen on the validation set (AVERAGE_COUNTS): with 20 kept,
+    # en->de chose all 20.
     "transformer-tiny": dict(model="transformer", preset="tiny", epochs=80, time_limit_minutes=88, vocab_size=10000,
                              warmup_steps=2000, batch_tokens=4096, bucket_method="min_padding", peak_learning_rate=5e-3,
                              keep_checkpoints=30,
@@ -74,6 +73,7 @@ CONFIGS = {
 # 10,000. With 65 epochs its averaged checkpoints scored 42.55 on the validation set with 8,000 (b07c0b6) against
 # 42.26 with 10,000 (1a93919), lower-cased, greedy, the best count each; en->de went the other way (40.39 / 40.63).
 DIRECTION_CONFIGS = {("transformer-tiny", "de-en"): dict(vocab_size=8000)}
+DIRECTIONS = ("en-de", "de-en")
 # jit_compile=True: the committed runs compiled their training step with XLA; `train`'s default
 # ("auto") would not for the Transformer's 30 x 29,000 pairs (options.XLA_MIN_PAIRS).
 COMMON = dict(dataset="multi30k", max_length=64, batch_size=64, label_smoothing=0.1, jit_compile=True)
@@ -239,7 +239,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default="runs/multi30k")
     parser.add_argument("--models", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
-    parser.add_argument("--directions", nargs="+", default=["en-de", "de-en"])
+    parser.add_argument("--directions", nargs="+", default=list(DIRECTIONS))
     parser.add_argument("--quick", action="store_true", help="tiny runs, to test the script")
     args = parser.parse_args(argv)
     rows = [(m, d, run(m, d, args.output, args.quick)) for m in args.models for d in args.directions]

@@ -129,7 +129,8 @@ def test_a_row_trained_before_its_recipe_changed_is_marked(tmp_path, monkeypatch
             "`time_limit_minutes` not set (now 88))." in table)
     # The recipes as the script sets them: the committed rows that match them carry no mark.
     recipes = current_recipes()
-    assert recipes["transformer", "de-en"]["epochs"] == 30 and recipes["transformer", "en-de"]["dataset"] == "multi30k"
+    assert recipes["transformer", "de-en"]["epochs"] == 30
+    assert recipes["transformer", "en-de"]["dataset"] == "multi30k"
     assert make_results.recipe_changes({**recipes["luong", "en-de"]}, recipes["luong", "en-de"]) == []
     # A setting one direction chose on its own validation set is that direction's recipe only.
     tiny = recipes["transformer-tiny", "en-de"], recipes["transformer-tiny", "de-en"]
