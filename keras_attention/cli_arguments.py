@@ -97,7 +97,10 @@ def _add_training_flags(parser):
                             f"{DEFAULT_BUCKET_METHOD}")
     _add_xla_cache_flags(group)
     group.add_argument("--no-cpu-dropout", action="store_true",
-                       help="Keras' dropout random numbers even under XLA on a CPU (see keras_attention.cpu_dropout)")
+                       help="Keras' dropout random numbers even under XLA on a CPU (see keras_attention.cpu_kernels)")
+    group.add_argument("--no-cpu-rows", action="store_true",
+                       help="Keras' per-token layers on (batch, length, d) even under XLA on a CPU "
+                            "(see keras_attention.cpu_kernels)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -306,7 +309,7 @@ def config_from_args(args):
         label_smoothing=args.label_smoothing, strategy=args.strategy, precision=args.precision,
         jit_compile=False if args.no_jit else True if args.jit else "auto", length_buckets=args.length_buckets,
         bucket_method=args.bucket_method,
-        cpu_dropout=not args.no_cpu_dropout, output_dir=args.output,
+        cpu_dropout=not args.no_cpu_dropout, cpu_rows=not args.no_cpu_rows, output_dir=args.output,
         max_test_examples=args.max_test_examples,
         backup_every_steps=args.backup_every_steps, keep_backup=args.keep_backup,
         resume=args.resume, overwrite=args.overwrite,

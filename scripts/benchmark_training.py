@@ -9,7 +9,11 @@ A B A B (at least three each) so that load on the machine hits both alike; each
 run times `--steps` training steps after two warm-up steps (in the first
 round, these compile the step; each model is compiled once for all rounds).
 
-Printed: target tokens/s of each run and their medians, the ratio ours/keras-hub,
+Ours runs three times over: as the layers package builds it, with the `cpu_dropout`
+switch of `keras_attention.cpu_kernels`, and with `cpu_dropout` and `cpu_rows` (the
+training recipe's default), all from the same weights: the in-process A/B of each switch.
+
+Printed: target tokens/s of each run and their medians, the ratios to keras-hub,
 model FLOPs per target token, the achieved GFLOP/s, the float32 matrix-product
 peak measured in the same process, and the fraction of it reached; then each
 round's own ratio and fraction (of the peak measured just before that round).
@@ -56,7 +60,7 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 
-from keras_attention.cpu_dropout import use_cpu_dropout
+from keras_attention.cpu_kernels import use_cpu_dropout, use_cpu_rows
 from keras_attention.models import Transformer
 from keras_attention.options import argument_type
 from keras_attention.training import MaskedSparseCrossEntropy
@@ -312,14 +316,18 @@ def main(argv=None):
     print(f"device: {device()}; precision {args.precision}; batch {c['batch']} x {c['length']} tokens")
     keras.utils.set_random_seed(0)
     batch = random_batch(c)
-    # "ours" is the library's Transformer with Keras' dropout; "ours_cpu_dropout" the
-    # same model (same initial weights) with the one CPU switch on (`cpu_dropout`):
-    # the in-process A/B of that switch, alternating with the other two.
-    models = {"ours": ours(c), "ours_cpu_dropout": ours(c), "keras_hub": keras_hub_model(c)}
+    # "ours" is the library's Transformer as the layers package builds it; the same
+    # model (same initial weights) with the CPU switches of keras_attention.cpu_kernels:
+    # "ours_cpu_dropout" with `cpu_dropout`, "ours_cpu_rows" with `cpu_dropout` and
+    # `cpu_rows` (the training recipe's default). Alternating with each other and with
+    # keras-hub, they are the in-process A/B of each switch.
+    models = {"ours": ours(c), "ours_cpu_dropout": ours(c), "ours_cpu_rows": ours(c), "keras_hub": keras_hub_model(c)}
     for model in models.values():
         model(batch[0])
-    models["ours_cpu_dropout"].set_weights(models["ours"].get_weights())
-    use_cpu_dropout(models["ours_cpu_dropout"])
+    for name in ("ours_cpu_dropout", "ours_cpu_rows"):
+        models[name].set_weights(models["ours"].get_weights())
+        use_cpu_dropout(models[name])
+    use_cpu_rows(models["ours_cpu_rows"])
     params = {name: model.count_params() for name, model in models.items()}
     print(f"parameters: ours {params['ours']:,}, keras-hub {params['keras_hub']:,} "
           f"(difference {abs(params['ours'] / params['keras_hub'] - 1):.2%})")
@@ -348,6 +356,8 @@ def main(argv=None):
         "ratio_ours_over_keras_hub": medians["ours"] / medians["keras_hub"],
         "ratio_ours_cpu_dropout_over_keras_hub": medians["ours_cpu_dropout"] / medians["keras_hub"],
         "cpu_dropout_gain": medians["ours_cpu_dropout"] / medians["ours"] - 1,
+        "ratio_ours_cpu_rows_over_keras_hub": medians["ours_cpu_rows"] / medians["keras_hub"],
+        "cpu_rows_gain": medians["ours_cpu_rows"] / medians["ours_cpu_dropout"] - 1,
         "flops_per_target_token": flops,
         "achieved_gflops": {n: medians[n] * flops[n] / 1e9 for n in models},
     }
@@ -368,7 +378,8 @@ def main(argv=None):
               f"{result['achieved_gflops'][name]:.1f} GFLOP/s = {result['fraction_of_peak'][name]:.0%} of peak")
     print(f"ratio ours / keras-hub: {result['ratio_ours_over_keras_hub']:.2f}; with cpu_dropout: "
           f"{result['ratio_ours_cpu_dropout_over_keras_hub']:.2f} (cpu_dropout gains "
-          f"{result['cpu_dropout_gain']:+.1%} of the whole step)")
+          f"{result['cpu_dropout_gain']:+.1%} of the whole step); with cpu_dropout and cpu_rows: "
+          f"{result['ratio_ours_cpu_rows_over_keras_hub']:.2f} (cpu_rows gains {result['cpu_rows_gain']:+.1%})")
     print("per round (ours / keras-hub, ours' fraction of that round's peak): " + ", ".join(
         f"{r['ratio']:.2f} {r['fraction_of_peak']:.0%}" for r in result["rounds"]))
     if args.product_bound:

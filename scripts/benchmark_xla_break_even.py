@@ -37,7 +37,7 @@ import keras
 import numpy as np
 
 from keras_attention import data
-from keras_attention.cpu_dropout import use_cpu_dropout
+from keras_attention.cpu_kernels import use_cpu_dropout
 from keras_attention.models import build_model
 from keras_attention.options import MAX_BUCKETS
 from keras_attention.training.config import TrainConfig

@@ -11,16 +11,21 @@ def training():
     lines = [
         "| model | target tokens/s (median) | model FLOPs utilisation |",
         "|---|---:|---:|",
-        f"| ours (Keras' dropout) | {med['ours']:,.0f} | {frac['ours']:.0%} |",
+        f"| ours (Keras' layers, no switch) | {med['ours']:,.0f} | {frac['ours']:.0%} |",
     ]
     if "ours_cpu_dropout" in med:
         lines.append(f"| ours with `cpu_dropout` | {med['ours_cpu_dropout']:,.0f} | {frac['ours_cpu_dropout']:.0%} |")
+    if "ours_cpu_rows" in med:
+        lines.append(f"| ours with `cpu_dropout` and `cpu_rows` (the recipe's default) | {med['ours_cpu_rows']:,.0f} "
+                     f"| {frac['ours_cpu_rows']:.0%} |")
     lines += [
         f"| the same model from keras-hub layers | {med['keras_hub']:,.0f} | {frac['keras_hub']:.0%} |",
         "",
         f"Ours / keras-hub: **{r['ratio_ours_over_keras_hub']:.2f}x**"
         + (f"; with `cpu_dropout` **{r['ratio_ours_cpu_dropout_over_keras_hub']:.2f}x** (the switch gains "
            f"{r['cpu_dropout_gain']:+.1%} of a whole step)" if "cpu_dropout_gain" in r else "")
+        + (f"; with both switches **{r['ratio_ours_cpu_rows_over_keras_hub']:.2f}x** (`cpu_rows` gains "
+           f"{r['cpu_rows_gain']:+.1%} over `cpu_dropout` alone)" if "cpu_rows_gain" in r else "")
         + f". A training step of a Transformer with {c['num_layers']}+{c['num_layers']} layers, d_model "
         f"{c['d_model']}, batch {c['batch']} x {c['length']} tokens, XLA {'on' if r['xla'] else 'off'}, "
         f"on {r.get('device', 'a CPU')}; medians of {len(r['tokens_per_second']['ours'])} alternated rounds. "

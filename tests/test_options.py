@@ -124,6 +124,15 @@ def test_the_xla_flags_reach_the_config(flags, expected):
     assert config_from_args(_parser().parse_args(["train", *flags])).jit_compile == expected
 
 
+@pytest.mark.parametrize("flags, dropout, rows", [([], True, True), (["--no-cpu-dropout"], False, True),
+                                                  (["--no-cpu-rows"], True, False)])
+def test_each_cpu_switch_has_its_own_flag(flags, dropout, rows):
+    from keras_attention.cli_arguments import config_from_args
+
+    config = config_from_args(_parser().parse_args(["train", *flags]))
+    assert (config.cpu_dropout, config.cpu_rows) == (dropout, rows)
+
+
 def test_jit_and_no_jit_exclude_each_other(capsys):
     with pytest.raises(SystemExit):
         _parser().parse_args(["train", "--jit", "--no-jit"])

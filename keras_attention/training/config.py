@@ -61,7 +61,10 @@ class TrainConfig:
             (the default: about as many pairs in each) or "min_padding" (the
             fewest padded tokens; see `data.auto_bucket_boundaries`).
         cpu_dropout: cheaper dropout random numbers under XLA on a CPU (see
-            `keras_attention.cpu_dropout`; without effect on a GPU).
+            `keras_attention.cpu_kernels`; without effect on a GPU).
+        cpu_rows: per-token layers (dense, layer norm, attention projections)
+            on the `(B * T, d)` rows of their input under XLA on a CPU (see
+            `keras_attention.cpu_kernels`; without effect on a GPU).
         output_dir: where checkpoints, the translator and results go (other
             tasks than the chief of a multi-worker cluster use a subfolder).
         backup_every_steps: back up the training state every N steps (and at
@@ -131,6 +134,7 @@ class TrainConfig:
     length_buckets: int = None
     bucket_method: str = DEFAULT_BUCKET_METHOD
     cpu_dropout: bool = True
+    cpu_rows: bool = True
     output_dir: str = "runs/latest"
     backup_every_steps: int = None
     resume: bool = False

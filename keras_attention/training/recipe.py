@@ -16,7 +16,7 @@ from keras_attention.tensorflow_only import require_tensorflow
 from keras_attention import data
 from keras_attention.decoding.translator import Translator
 from keras_attention.files import write_json
-from keras_attention.cpu_dropout import use_cpu_dropout
+from keras_attention.cpu_kernels import use_cpu_dropout, use_cpu_rows
 from keras_attention.models import build_model
 from keras_attention.training import distribution
 from keras_attention.training.callbacks import (
@@ -203,6 +203,8 @@ def build_and_compile(config, prepared, strategy):
         model((source_ids[:1], target_in[:1]))  # build the weights (BackupAndRestore needs them)
         if config.cpu_dropout:
             use_cpu_dropout(model)
+        if config.cpu_rows:
+            use_cpu_rows(model)
         compile_for_training(model, config, prepared.schedule_steps, prepared.xla)
         if getattr(strategy, "cluster_resolver", None) is not None:
             distribution.adapt_to_multi_worker(model, next(iter(prepared.train)))

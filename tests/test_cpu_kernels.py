@@ -1,4 +1,5 @@
-"""`CPUDropout`: Keras' semantics (keep with 1 - rate, scale to keep the mean), checked statistically.
+"""The CPU switches. `CPUDropout`: Keras' semantics (keep with 1 - rate, scale to keep the mean), checked
+statistically. The `CPURows...` twins: Keras' layers' values and gradients, compared with Keras' layers.
 
 The ThreeFry path runs only inside XLA compilations on a CPU, so most checks call
 the layer in a `tf.function(jit_compile=True)`; outside one it is Keras' dropout.
@@ -11,9 +12,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attention.cpu_dropout import CPUDropout as Dropout
-from keras_attention.cpu_dropout import threefry_dropout, use_cpu_dropout
+from keras_attention.cpu_kernels import CPUDropout as Dropout
+from keras_attention.cpu_kernels import (
+    CPURowsDense, CPURowsEinsumDense, CPURowsLayerNormalization, threefry_dropout, use_cpu_dropout, use_cpu_rows,
+)
 from keras_attention.models import Transformer
+from keras_attention.training import MaskedSparseCrossEntropy
 
 SHAPE = (64, 48, 64)  # 196,608 draws: the kept fraction is within 0.005 of 1 - rate (> 7 sigma)
 
@@ -134,3 +138,92 @@ def test_noise_shape_and_full_rate_fall_back_to_keras():
     y = _xla(Dropout(0.5, noise_shape=(4, 1), seed=1))(x).numpy()
     assert all(len(set(row.tolist())) == 1 for row in y)  # one decision per row
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(Dropout(1.0)(x, training=True)), 0 * x)
+
+
+# cpu_rows: the per-token twins compute what Keras' layers compute ------------------------------
+
+
+def _twin_pairs():
+    """(Keras' layer, its CPURows twin with the same weights, input shape), built."""
+    shapes = {"dense": (3, 5, 8), "norm": (3, 5, 8), "query": (3, 5, 8), "output": (3, 5, 2, 4), "other": (3, 5, 8)}
+    pairs = {
+        "dense": (keras.layers.Dense(6, activation="relu"), CPURowsDense(6, activation="relu")),
+        "norm": (keras.layers.LayerNormalization(), CPURowsLayerNormalization()),
+        "query": (keras.layers.EinsumDense("abc,cde->abde", (None, 2, 4), bias_axes="de"),
+                  CPURowsEinsumDense("abc,cde->abde", (None, 2, 4), bias_axes="de")),
+        "output": (keras.layers.EinsumDense("abcd,cde->abe", (None, 8), bias_axes="e"),
+                   CPURowsEinsumDense("abcd,cde->abe", (None, 8), bias_axes="e")),
+        "other": (keras.layers.EinsumDense("abc,cd->abd", (None, 4), bias_axes="d", activation="tanh"),
+                  CPURowsEinsumDense("abc,cd->abd", (None, 4), bias_axes="d", activation="tanh")),
+    }
+    rng = np.random.default_rng(0)
+    for name, (keras_layer, twin) in pairs.items():
+        keras_layer.build(shapes[name])
+        twin.build(shapes[name])
+        weights = [rng.normal(size=w.shape).astype("float32") for w in keras_layer.weights]
+        keras_layer.set_weights(weights)
+        twin.set_weights(weights)
+        yield name, keras_layer, twin, rng.normal(size=shapes[name]).astype("float32")
+
+
+def _xla_value_and_gradients(layer, x):
+    @tf.function(jit_compile=True)
+    def run(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+            loss = tf.reduce_sum(y * tf.cos(y))  # not linear in y: the gradients reach every weight unevenly
+        return [y] + tape.gradient(loss, [x] + [w.value for w in layer.trainable_weights])
+
+    return [t.numpy() for t in run(tf.constant(x))]
+
+
+@pytest.mark.parametrize("name", ["dense", "norm", "query", "output", "other"])
+def test_rows_twins_give_keras_values_and_gradients_under_xla(name, monkeypatch):
+    import keras_attention.cpu_kernels as cpu_kernels
+
+    reshaped = []
+    rows = cpu_kernels._rows
+    monkeypatch.setattr(cpu_kernels, "_rows", lambda x: reshaped.append(x.shape) or rows(x))
+    keras_layer, twin, x = next((k, t, x) for n, k, t, x in _twin_pairs() if n == name)
+    expected, got = _xla_value_and_gradients(keras_layer, x), _xla_value_and_gradients(twin, x)
+    assert len(got) == len(expected) == 2 + len(keras_layer.trainable_weights)
+    for e, g in zip(expected, got):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+    # The rows path ran for the per-token layers and the two attention projections, not for other equations.
+    assert bool(reshaped) == (name != "other")
+
+
+def test_rows_twins_are_keras_layers_outside_xla():
+    for _, keras_layer, twin, x in _twin_pairs():
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(twin(x)), keras.ops.convert_to_numpy(keras_layer(x)))
+
+
+def test_the_rows_switch_keeps_a_transformer_training_step_and_saving(tmp_path):
+    def model():  # without dropout: two models' dropout layers draw different masks, switched or not
+        keras.utils.set_random_seed(3)
+        return Transformer(40, 40, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32, max_length=8,
+                           dropout=0.0)
+
+    ids = np.random.default_rng(2).integers(1, 40, size=(4, 6)).astype("int32")
+    plain, switched = model(), model()
+    plain((ids, ids))
+    switched((ids, ids))
+    switched.set_weights(plain.get_weights())
+    # Encoder: 4 attention projections, 2 FFN dense layers, 2 norms; decoder: 8 projections, 2 dense,
+    # 3 norms (the output layer is the tied embedding, not a Dense).
+    assert use_cpu_rows(switched) == 21
+    losses = []
+    for m in (plain, switched):
+        m.compile(optimizer=keras.optimizers.SGD(0.5), loss=MaskedSparseCrossEntropy(), jit_compile=True)
+        history = m.fit((ids, ids), ids, epochs=3, batch_size=4, verbose=0, shuffle=False)
+        losses.append(history.history["loss"])
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-4)
+    assert losses[0][-1] < losses[0][0]
+    for a, b in zip(plain.get_weights(), switched.get_weights()):
+        np.testing.assert_allclose(b, a, atol=1e-4)
+    path = os.path.join(str(tmp_path), "m.keras")
+    switched.save(path)
+    reloaded = keras.models.load_model(path)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded((ids, ids))),
+                               keras.ops.convert_to_numpy(switched((ids, ids))), atol=1e-5)
