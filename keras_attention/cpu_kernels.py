@@ -23,21 +23,19 @@ expected output equals the input.
 
 `use_cpu_rows(model)`: per-token layers on a matrix of rows. A dense layer,
 a layer norm or an attention projection applied to `(B, T, d)` acts on each
-token alone; `CPURowsDense`, `CPURowsLayerNormalization` and
-`CPURowsEinsumDense` reshape the input to its `(B * T, d)` rows first and
-the result back after. The numbers are the same, but the gradients of the
+token alone; with the switch, the model's `keras.layers.Dense`,
+`LayerNormalization` and `EinsumDense` (its attention projections) reshape
+the input to its `(B * T, d)` rows first and the result back after. The numbers are the same, but the gradients of the
 biases and of the norm's scale and offset become sums over the rows of one
 matrix, and each projection one 2-D matrix product, which XLA's CPU backend
 runs faster than the same work over two leading axes.
 """
 
-__all__ = [
-    "CPUDropout", "CPURowsDense", "CPURowsEinsumDense", "CPURowsLayerNormalization",
-    "threefry_dropout", "use_cpu_dropout", "use_cpu_rows",
-]
+__all__ = ["CPUDropout", "threefry_dropout", "use_cpu_dropout", "use_cpu_rows"]
 
 
 import math
+import types
 
 import keras
 
@@ -135,36 +133,22 @@ def _on_rows(inputs):
     return len(inputs.shape) in (3, 4) and None not in inputs.shape[2:] and _in_xla_on_cpu()
 
 
-@keras.saving.register_keras_serializable(package="keras_attention")
-class CPURowsDense(keras.layers.Dense):
-    """`keras.layers.Dense` that multiplies the `(B * T, d)` rows of a `(B, T, d)` input under XLA on a CPU.
-
-    Same arguments, weights and config as Keras' layer; elsewhere, or for
-    another rank, it is Keras' layer.
-    """
-
-    def call(self, inputs, training=None):
-        if len(inputs.shape) != 3 or not _on_rows(inputs):
-            return super().call(inputs, training=training)
-        rows, (batch, length) = _rows(inputs)  # (B * T, d)
-        outputs = super().call(rows, training=training)  # (B * T, units)
-        return keras.ops.reshape(outputs, (batch, length, outputs.shape[-1]))  # (B, T, units)
+def _dense_on_rows(self, inputs, training=None):
+    """`keras.layers.Dense.call` on the `(B * T, d)` rows of a `(B, T, d)` input."""
+    if len(inputs.shape) != 3 or not _on_rows(inputs):
+        return type(self).call(self, inputs, training=training)
+    rows, (batch, length) = _rows(inputs)  # (B * T, d)
+    outputs = type(self).call(self, rows, training=training)  # (B * T, units)
+    return keras.ops.reshape(outputs, (batch, length, outputs.shape[-1]))  # (B, T, units)
 
 
-@keras.saving.register_keras_serializable(package="keras_attention")
-class CPURowsLayerNormalization(keras.layers.LayerNormalization):
-    """`keras.layers.LayerNormalization` over the last axis, on the `(B * T, d)` rows under XLA on a CPU.
-
-    Same arguments, weights and config as Keras' layer; it takes the rows
-    path only when it normalises the last axis of a 3-D input.
-    """
-
-    def call(self, inputs):
-        axes = self.axis if isinstance(self.axis, (list, tuple)) else [self.axis]
-        if len(inputs.shape) != 3 or list(axes) not in ([-1], [2]) or not _on_rows(inputs):
-            return super().call(inputs)
-        rows, (batch, length) = _rows(inputs)  # (B * T, d)
-        return keras.ops.reshape(super().call(rows), (batch, length, inputs.shape[-1]))  # (B, T, d)
+def _norm_on_rows(self, inputs):
+    """`keras.layers.LayerNormalization.call` over the last axis, on the `(B * T, d)` rows of a 3-D input."""
+    axes = self.axis if isinstance(self.axis, (list, tuple)) else [self.axis]
+    if len(inputs.shape) != 3 or list(axes) not in ([-1], [2]) or not _on_rows(inputs):
+        return type(self).call(self, inputs)
+    rows, (batch, length) = _rows(inputs)  # (B * T, d)
+    return keras.ops.reshape(type(self).call(self, rows), (batch, length, inputs.shape[-1]))  # (B, T, d)
 
 
 # The projections of keras.layers.MultiHeadAttention: query, key and value
@@ -172,53 +156,44 @@ class CPURowsLayerNormalization(keras.layers.LayerNormalization):
 _PROJECTIONS = {"abc,cde->abde": 2, "abcd,cde->abe": 1}  # equation: axes of the kernel that make its columns
 
 
-@keras.saving.register_keras_serializable(package="keras_attention")
-class CPURowsEinsumDense(keras.layers.EinsumDense):
-    """`keras.layers.EinsumDense` that computes an attention projection as one 2-D product under XLA on a CPU.
-
-    For the two equations of `keras.layers.MultiHeadAttention`'s projections
-    (`abc,cde->abde` and `abcd,cde->abe`), the input's `(B * T, ...)` rows
-    times the kernel as a matrix, plus the flattened bias. Same arguments,
-    weights and config as Keras' layer; any other equation, LoRA or a
-    quantized kernel, or outside XLA on a CPU, it is Keras' layer.
-    """
-
-    def call(self, inputs, training=None):
-        column_axes = _PROJECTIONS.get(self.equation)
-        if (column_axes is None or self.lora_enabled or self.quantization_mode is not None
-                or not _on_rows(inputs)):
-            return super().call(inputs, training=training)
-        rows, (batch, length) = _rows(inputs)  # (B * T, d) or (B * T, N * H)
-        kernel_shape = tuple(self.kernel.shape)
-        columns = kernel_shape[-column_axes:]  # (N, H) or (d,)
-        kernel = keras.ops.reshape(self.kernel, (-1, math.prod(columns)))  # (d, N * H) or (N * H, d)
-        outputs = keras.ops.matmul(rows, kernel)  # (B * T, N * H) or (B * T, d)
-        if self.bias is not None:
-            outputs = keras.ops.add(outputs, keras.ops.reshape(self.bias, (-1,)))
-        if self.activation is not None:
-            outputs = self.activation(outputs)
-        return keras.ops.reshape(outputs, (batch, length, *columns))  # (B, T, N, H) or (B, T, d)
+def _projection_on_rows(self, inputs, training=None):
+    """`keras.layers.EinsumDense.call` for an attention projection (`abc,cde->abde` or `abcd,cde->abe`) as
+    one 2-D product: the input's `(B * T, ...)` rows times the kernel as a matrix, plus the flattened bias.
+    Any other equation, LoRA or a quantized kernel: Keras' call."""
+    column_axes = _PROJECTIONS.get(self.equation)
+    if column_axes is None or self.lora_enabled or self.quantization_mode is not None or not _on_rows(inputs):
+        return type(self).call(self, inputs, training=training)
+    rows, (batch, length) = _rows(inputs)  # (B * T, d) or (B * T, N * H)
+    columns = tuple(self.kernel.shape)[-column_axes:]  # (N, H) or (d,)
+    kernel = keras.ops.reshape(self.kernel, (-1, math.prod(columns)))  # (d, N * H) or (N * H, d)
+    outputs = keras.ops.matmul(rows, kernel)  # (B * T, N * H) or (B * T, d)
+    if self.bias is not None:
+        outputs = keras.ops.add(outputs, keras.ops.reshape(self.bias, (-1,)))
+    if self.activation is not None:
+        outputs = self.activation(outputs)
+    return keras.ops.reshape(outputs, (batch, length, *columns))  # (B, T, N, H) or (B, T, d)
 
 
-_ROWS = {
-    keras.layers.Dense: CPURowsDense,
-    keras.layers.LayerNormalization: CPURowsLayerNormalization,
-    keras.layers.EinsumDense: CPURowsEinsumDense,
+_ON_ROWS = {
+    keras.layers.Dense: _dense_on_rows,
+    keras.layers.LayerNormalization: _norm_on_rows,
+    keras.layers.EinsumDense: _projection_on_rows,
 }
 
 
-def use_cpu_rows(model):
-    """Make every `keras.layers.Dense`, `LayerNormalization` and `EinsumDense` of `model` its
-    `CPURows...` twin; return how many.
+def use_cpu_rows(layer):
+    """Run every `keras.layers.Dense`, `LayerNormalization` and `EinsumDense` in `layer` (a model, or one
+    such layer) on the rows of its input under XLA on a CPU; return how many.
 
-    Call it before the model's first compiled step. The layers keep their
-    weights and config; a model saved afterwards names the twins, which load
-    anywhere and behave as Keras' layers off a CPU.
+    Call it before the first compiled step. Only the layers' `call` changes,
+    on those instances: their class, weights, config and saved form stay
+    Keras' own, so a model saved afterwards loads anywhere as a plain Keras
+    model, and so do its checkpoints into a model without the switch.
     """
     changed = 0
-    for layer in model._flatten_layers(include_self=False):
-        twin = _ROWS.get(type(layer))
-        if twin is not None:
-            layer.__class__ = twin
+    for sublayer in layer._flatten_layers(include_self=True):
+        on_rows = _ON_ROWS.get(type(sublayer))
+        if on_rows is not None:
+            sublayer.call = types.MethodType(on_rows, sublayer)
             changed += 1
     return changed

@@ -1,5 +1,5 @@
 """The CPU switches. `CPUDropout`: Keras' semantics (keep with 1 - rate, scale to keep the mean), checked
-statistically. The `CPURows...` twins: Keras' layers' values and gradients, compared with Keras' layers.
+statistically. `use_cpu_rows`: Keras' layers' values and gradients, compared with Keras' layers.
 
 The ThreeFry path runs only inside XLA compilations on a CPU, so most checks call
 the layer in a `tf.function(jit_compile=True)`; outside one it is Keras' dropout.
@@ -13,10 +13,8 @@ import pytest
 import tensorflow as tf
 
 from keras_attention.cpu_kernels import CPUDropout as Dropout
-from keras_attention.cpu_kernels import (
-    CPURowsDense, CPURowsEinsumDense, CPURowsLayerNormalization, threefry_dropout, use_cpu_dropout, use_cpu_rows,
-)
-from keras_attention.models import Transformer
+from keras_attention.cpu_kernels import threefry_dropout, use_cpu_dropout, use_cpu_rows
+from keras_attention.models import Seq2SeqRNN, Transformer
 from keras_attention.training import MaskedSparseCrossEntropy
 
 SHAPE = (64, 48, 64)  # 196,608 draws: the kept fraction is within 0.005 of 1 - rate (> 7 sigma)
@@ -140,24 +138,23 @@ def test_noise_shape_and_full_rate_fall_back_to_keras():
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(Dropout(1.0)(x, training=True)), 0 * x)
 
 
-# cpu_rows: the per-token twins compute what Keras' layers compute ------------------------------
+# cpu_rows: the layers on rows compute what Keras' layers compute ------------------------------
 
 
 def _twin_pairs():
-    """(Keras' layer, its CPURows twin with the same weights, input shape), built."""
+    """(name, Keras' layer, the same layer with the same weights switched to rows, an input)."""
     shapes = {"dense": (3, 5, 8), "norm": (3, 5, 8), "query": (3, 5, 8), "output": (3, 5, 2, 4), "other": (3, 5, 8)}
     pairs = {
-        "dense": (keras.layers.Dense(6, activation="relu"), CPURowsDense(6, activation="relu")),
-        "norm": (keras.layers.LayerNormalization(), CPURowsLayerNormalization()),
-        "query": (keras.layers.EinsumDense("abc,cde->abde", (None, 2, 4), bias_axes="de"),
-                  CPURowsEinsumDense("abc,cde->abde", (None, 2, 4), bias_axes="de")),
-        "output": (keras.layers.EinsumDense("abcd,cde->abe", (None, 8), bias_axes="e"),
-                   CPURowsEinsumDense("abcd,cde->abe", (None, 8), bias_axes="e")),
-        "other": (keras.layers.EinsumDense("abc,cd->abd", (None, 4), bias_axes="d", activation="tanh"),
-                  CPURowsEinsumDense("abc,cd->abd", (None, 4), bias_axes="d", activation="tanh")),
+        "dense": lambda: keras.layers.Dense(6, activation="relu"),
+        "norm": lambda: keras.layers.LayerNormalization(),
+        "query": lambda: keras.layers.EinsumDense("abc,cde->abde", (None, 2, 4), bias_axes="de"),
+        "output": lambda: keras.layers.EinsumDense("abcd,cde->abe", (None, 8), bias_axes="e"),
+        "other": lambda: keras.layers.EinsumDense("abc,cd->abd", (None, 4), bias_axes="d", activation="tanh"),
     }
     rng = np.random.default_rng(0)
-    for name, (keras_layer, twin) in pairs.items():
+    for name, make in pairs.items():
+        keras_layer, twin = make(), make()
+        assert use_cpu_rows(twin) == 1
         keras_layer.build(shapes[name])
         twin.build(shapes[name])
         weights = [rng.normal(size=w.shape).astype("float32") for w in keras_layer.weights]
@@ -227,3 +224,27 @@ def test_the_rows_switch_keeps_a_transformer_training_step_and_saving(tmp_path):
     reloaded = keras.models.load_model(path)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded((ids, ids))),
                                keras.ops.convert_to_numpy(switched((ids, ids))), atol=1e-5)
+
+
+def test_a_switched_model_saves_as_keras_layers_and_its_weights_load_into_an_unswitched_one(tmp_path):
+    # Seq2SeqRNN keeps Dense layers in lists, which Keras' files address by class name: the switch must not
+    # change the class, or a model saved with it would not load without it.
+    def model():
+        keras.utils.set_random_seed(4)
+        return Seq2SeqRNN(30, 30, embedding_dim=8, units=8, attention="luong")
+
+    ids = np.random.default_rng(3).integers(1, 30, size=(2, 5)).astype("int32")
+    switched, plain = model(), model()
+    switched((ids, ids))
+    plain((ids, ids))
+    assert use_cpu_rows(switched) > 0
+    assert {type(layer) for layer in switched._flatten_layers()} == {type(layer) for layer in plain._flatten_layers()}
+    path = os.path.join(str(tmp_path), "m.weights.h5")
+    switched.save_weights(path)
+    plain.load_weights(path)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(plain((ids, ids))),
+                                  keras.ops.convert_to_numpy(switched((ids, ids))))
+    switched.save(os.path.join(str(tmp_path), "m.keras"))
+    reloaded = keras.models.load_model(os.path.join(str(tmp_path), "m.keras"))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(reloaded((ids, ids))),
+                                  keras.ops.convert_to_numpy(switched((ids, ids))))
