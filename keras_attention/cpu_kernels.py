@@ -16,7 +16,8 @@ words with the ThreeFry generator (Salmon et al. 2011, "Parallel random
 numbers: as easy as 1, 2, 3"), which XLA compiles to integer additions,
 rotations and XORs, and splits each word into two 16-bit numbers, one per
 element. The model's Keras dropout layers (embeddings, residual branches,
-attention weights) become `CPUDropout`. The drop probability is `rate`
+attention weights) draw their masks so, as `CPUDropout` (the same dropout
+as a layer of its own) does. The drop probability is `rate`
 rounded to a multiple of 1/65536 (for 0.1: 6554/65536 = 0.100006); the kept
 elements are scaled by the inverse of the exact keep probability, so the
 expected output equals the input.
@@ -25,10 +26,14 @@ expected output equals the input.
 a layer norm or an attention projection applied to `(B, T, d)` acts on each
 token alone; with the switch, the model's `keras.layers.Dense`,
 `LayerNormalization` and `EinsumDense` (its attention projections) reshape
-the input to its `(B * T, d)` rows first and the result back after. The numbers are the same, but the gradients of the
-biases and of the norm's scale and offset become sums over the rows of one
-matrix, and each projection one 2-D matrix product, which XLA's CPU backend
-runs faster than the same work over two leading axes.
+the input to its `(B * T, d)` rows first and the result back after. The
+numbers are the same, but the gradients of the biases and of the norm's
+scale and offset become sums over the rows of one matrix, and each
+projection one 2-D matrix product, which XLA's CPU backend runs faster than
+the same work over two leading axes.
+
+Both switches change the layers' `call` on those instances only: their
+class, weights, config and saved form stay Keras' own.
 """
 
 __all__ = ["CPUDropout", "threefry_dropout", "use_cpu_dropout", "use_cpu_rows"]
@@ -82,13 +87,21 @@ def threefry_dropout(x, rate, seed_generator):
     return tf.where(keep, x * scale, tf.zeros_like(x))
 
 
+def _dropout_on_cpu(self, inputs, training=False):
+    """`keras.layers.Dropout.call`, with its mask drawn by `threefry_dropout` under XLA on a CPU."""
+    if not training or not 0 < self.rate < 1 or self.noise_shape is not None or not _in_xla_on_cpu():
+        return keras.layers.Dropout.call(self, inputs, training=training)
+    return threefry_dropout(inputs, self.rate, self.seed_generator)
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class CPUDropout(keras.layers.Dropout):
     """`keras.layers.Dropout` that draws its mask with `threefry_dropout` under XLA on a CPU.
 
     Same arguments and config as Keras' layer. Outside an XLA compilation on
     a CPU with the TensorFlow backend, or with a `noise_shape`, it is Keras'
-    dropout.
+    dropout. `use_cpu_dropout` gives a model's own Keras dropout layers the
+    same `call` without changing their class.
 
     Example:
 
@@ -98,23 +111,22 @@ class CPUDropout(keras.layers.Dropout):
     True
     """
 
-    def call(self, inputs, training=False):
-        if not training or not 0 < self.rate < 1 or self.noise_shape is not None or not _in_xla_on_cpu():
-            return super().call(inputs, training=training)
-        return threefry_dropout(inputs, self.rate, self.seed_generator)
+    call = _dropout_on_cpu
 
 
-def use_cpu_dropout(model):
-    """Make every `keras.layers.Dropout` of `model` a `CPUDropout`; return how many.
+def use_cpu_dropout(layer):
+    """Give every `keras.layers.Dropout` in `layer` (a model, or one dropout layer) `CPUDropout`'s
+    `call`; return how many.
 
-    Call it before the model's first compiled step. The layers keep their
-    rate, seed and state; a model saved afterwards names `CPUDropout`, which
-    loads anywhere and behaves as Keras' dropout off a CPU.
+    Call it before the first compiled step. The layers keep their class,
+    rate, seed and state: a model saved afterwards holds Keras' own dropout
+    layers and loads anywhere, and so do its checkpoints into a model without
+    the switch.
     """
     changed = 0
-    for layer in model._flatten_layers(include_self=False):
-        if type(layer) is keras.layers.Dropout:
-            layer.__class__ = CPUDropout
+    for sublayer in layer._flatten_layers(include_self=True):
+        if type(sublayer) is keras.layers.Dropout:
+            sublayer.call = types.MethodType(_dropout_on_cpu, sublayer)
             changed += 1
     return changed
 
@@ -128,14 +140,15 @@ def _rows(x):
     return keras.ops.reshape(x, (-1, math.prod(x.shape[2:]))), (batch, length)
 
 
-def _on_rows(inputs):
-    """Whether a per-token layer should run on the rows of `inputs`: 3-D or 4-D, under XLA on a CPU."""
-    return len(inputs.shape) in (3, 4) and None not in inputs.shape[2:] and _in_xla_on_cpu()
+def _on_rows(inputs, ranks=(3, 4)):
+    """Whether a per-token layer should run on the rows of `inputs`: of a rank in `ranks`, its axes after
+    the first two known, under XLA on a CPU."""
+    return len(inputs.shape) in ranks and None not in inputs.shape[2:] and _in_xla_on_cpu()
 
 
 def _dense_on_rows(self, inputs, training=None):
     """`keras.layers.Dense.call` on the `(B * T, d)` rows of a `(B, T, d)` input."""
-    if len(inputs.shape) != 3 or not _on_rows(inputs):
+    if not _on_rows(inputs, ranks=(3,)):
         return type(self).call(self, inputs, training=training)
     rows, (batch, length) = _rows(inputs)  # (B * T, d)
     outputs = type(self).call(self, rows, training=training)  # (B * T, units)
@@ -145,7 +158,7 @@ def _dense_on_rows(self, inputs, training=None):
 def _norm_on_rows(self, inputs):
     """`keras.layers.LayerNormalization.call` over the last axis, on the `(B * T, d)` rows of a 3-D input."""
     axes = self.axis if isinstance(self.axis, (list, tuple)) else [self.axis]
-    if len(inputs.shape) != 3 or list(axes) not in ([-1], [2]) or not _on_rows(inputs):
+    if list(axes) not in ([-1], [2]) or not _on_rows(inputs, ranks=(3,)):
         return type(self).call(self, inputs)
     rows, (batch, length) = _rows(inputs)  # (B * T, d)
     return keras.ops.reshape(type(self).call(self, rows), (batch, length, inputs.shape[-1]))  # (B, T, d)

@@ -29,25 +29,16 @@ usual 6N plus the attention terms.
     python scripts/benchmark_training.py --json benchmarks/training.json
     python scripts/benchmark_training.py --no-xla
     python scripts/benchmark_training.py --batch-size 256 --precision mixed_float16   # a GPU
-    python scripts/benchmark_training.py --product-bound
+    python scripts/benchmark_training.py --product-bound   # and the products alone (product_bound.py)
     python scripts/benchmark_training.py --compile-cost   # one-epoch tiny runs, XLA on and off
     python scripts/benchmark_training.py --only-compile-cost --json benchmarks/training.json   # just those
 
-`--product-bound` also times every matrix product of a training step alone,
-at its own shape (XLA, the 15 distinct products of `step_products`): their
-sum is the time of a step that did nothing but its products, each as fast as
-it runs alone, and the fraction of the peak that implies. It is a picture of
-each product's rate alone, not a bound on the step: inside a step XLA
-overlaps products and runs some faster than alone, and on the project's
-virtual machine the same products timed alone have run at rates half
-again apart in different runs (benchmarks/RESULTS.md at 8068402, where a step beat
-this sum).
+`--product-bound` adds the time of the step's matrix products, each alone at its shape
+(`product_bound.py`).
 """
 
 import argparse
-import collections
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -64,7 +55,9 @@ from keras_attention.cpu_kernels import use_cpu_dropout, use_cpu_rows
 from keras_attention.models import Transformer
 from keras_attention.options import argument_type
 from keras_attention.training import MaskedSparseCrossEntropy
-from timing import alternated_medians, device, machine, write_json
+
+import product_bound  # this folder: run as a script
+from timing import commit, device, machine, write_json
 
 CONFIG = dict(num_layers=3, d_model=256, num_heads=4, intermediate_dim=1024, vocab=8000, batch=64, length=24)
 QUICK = dict(CONFIG, num_layers=1, d_model=32, num_heads=2, intermediate_dim=64, vocab=200, batch=4, length=8)
@@ -137,66 +130,6 @@ def matmul_peak(n=2048, repeats=10, dtype="float32", jit_compile=None):
         product().numpy()
         best = min(best, time.perf_counter() - start)
     return 2 * n**3 / best / 1e9
-
-
-def step_products(c):
-    """The matrix products of one training step: {(equation, shape_a, shape_b): count}.
-
-    Dense layers `(M, K) x (K, N)` give three products each: forward
-    `mk,kn->mn`, input gradient `mn,kn->mk` and kernel gradient `mk,mn->kn`.
-    Each attention block gives six batched products over G = batch x heads:
-    Q K^T and its value-side twin dP = dO V^T (`gqh,gkh->gqk`), P V and
-    dQ = dS K (`gqk,gkh->gqh`), dV = P^T dO and dK = dS^T Q (`gqk,gqh->gkh`).
-    """
-    b, s, t, d, ff, v = c["batch"], c["length"], c["length"], c["d_model"], c["intermediate_dim"], c["vocab"]
-    layers, heads = c["num_layers"], c["num_heads"]
-    dense = collections.Counter()
-    for m, k, n, count in [
-        (b * s, d, d, 4 * layers + 2 * layers),  # encoder Q K V O, cross-attention K V
-        (b * t, d, d, 4 * layers + 2 * layers),  # decoder Q K V O, cross-attention Q O
-        (b * s, d, ff, layers), (b * s, ff, d, layers),  # encoder FFN
-        (b * t, d, ff, layers), (b * t, ff, d, layers),  # decoder FFN
-        (b * t, d, v, 1),  # output layer
-    ]:
-        dense[("mk,kn->mn", (m, k), (k, n))] += count
-        dense[("mn,kn->mk", (m, n), (k, n))] += count
-        dense[("mk,mn->kn", (m, k), (m, n))] += count
-    g, h = b * heads, d // heads
-    for q, k in [(s, s), (t, t), (t, s)]:  # encoder self, decoder self, cross-attention
-        dense[("gqh,gkh->gqk", (g, q, h), (g, k, h))] += 2 * layers
-        dense[("gqk,gkh->gqh", (g, q, k), (g, k, h))] += 2 * layers
-        dense[("gqk,gqh->gkh", (g, q, k), (g, q, h))] += 2 * layers
-    return dense
-
-
-def product_flops(equation, shape_a, shape_b):
-    """2 x the product of every axis length of an einsum product (batch, kept and contracted)."""
-    inputs = equation.split("->")[0]
-    sizes = dict(zip(inputs.replace(",", ""), tuple(shape_a) + tuple(shape_b)))
-    return 2 * math.prod(sizes.values())
-
-
-def product_bound(c, repeats=10, copies=4):
-    """The step's products, each measured alone at its shape with XLA.
-
-    Every distinct product is compiled `copies` times over different inputs
-    in one function (so that a call's fixed cost is shared) and timed
-    `repeats` times; the median per product, times the number of such
-    products in a step, summed. Returns `(seconds, flop, rows)` for one step,
-    `rows` giving each distinct product's count, ms and GFLOP/s.
-    """
-    total_seconds = total_flop = 0.0
-    rows = []
-    for (equation, shape_a, shape_b), count in step_products(c).items():
-        operands = [(tf.random.normal(shape_a), tf.random.normal(shape_b)) for _ in range(copies)]
-        run = tf.function(lambda pairs, e=equation: [tf.einsum(e, a, b) for a, b in pairs], jit_compile=True)
-        seconds = alternated_medians({equation: run}, lambda fn: fn(operands)[-1].numpy(), repeats)[equation] / copies
-        flop = product_flops(equation, shape_a, shape_b)
-        rows.append({"equation": equation, "shapes": [list(shape_a), list(shape_b)], "count": count,
-                     "ms": seconds * 1e3, "gflops": flop / seconds / 1e9})
-        total_seconds += count * seconds
-        total_flop += count * flop
-    return total_seconds, total_flop, rows
 
 
 COMPILE_COST_COMMAND = ["train", "--preset", "tiny", "--epochs", "1", "--max-train-examples", "2000",
@@ -302,7 +235,7 @@ def main(argv=None):
         result["compile_cost"] = {"command": "keras-attention " + " ".join(COMPILE_COST_COMMAND),
                                   "runs": compile_cost(args.length_buckets),
                                   "measured_by": "python " + " ".join(sys.argv),
-                                  "date": time.strftime("%Y-%m-%d"), "machine": machine()}
+                                  "commit": commit(), "date": time.strftime("%Y-%m-%d"), "machine": machine()}
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2, ensure_ascii=False)
         return result
@@ -383,22 +316,9 @@ def main(argv=None):
     print("per round (ours / keras-hub, ours' fraction of that round's peak): " + ", ".join(
         f"{r['ratio']:.2f} {r['fraction_of_peak']:.0%}" for r in result["rounds"]))
     if args.product_bound:
-        seconds, flop, rows = product_bound(c, repeats=2 if args.quick else 10)
         tokens = c["batch"] * c["length"]
-        gflops = flop / seconds / 1e9
-        result["product_bound"] = {
-            "gflop_per_step": flop / 1e9, "seconds_per_step": seconds, "gflops": gflops,
-            "max_fraction_of_peak": gflops / peak,
-            "ours_seconds_per_step": tokens / medians["ours"], "products": rows,
-        }
-        bound = result["product_bound"]
-        for row in rows:
-            print(f"  {row['count']:3d} x {row['equation']:13s} {str(row['shapes']):28s} "
-                  f"{row['ms']:7.3f} ms  {row['gflops']:6.1f} GFLOP/s")
-        print(f"the step's matrix products alone, each timed at its shape: {flop / 1e9:.1f} GFLOP in "
-              f"{seconds * 1e3:.1f} ms = {bound['gflops']:.1f} GFLOP/s, so a step made of nothing else "
-              f"would reach {bound['max_fraction_of_peak']:.0%} of the peak "
-              f"(ours: {bound['ours_seconds_per_step'] * 1e3:.1f} ms a step)")
+        result["product_bound"] = product_bound.report(c, peak, tokens / medians["ours"],
+                                                       repeats=2 if args.quick else 10)
     keras.config.set_dtype_policy("float32")
     if args.compile_cost:
         result["compile_cost"] = {"command": "keras-attention " + " ".join(COMPILE_COST_COMMAND),

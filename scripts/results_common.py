@@ -20,7 +20,9 @@ def provenance(result, name, command):
     """When, where and how a JSON was measured, as far as the JSON records it."""
     if "date" in result and "machine" in result:
         device = f" ({result['device']})" if "device" in result else ""
-        return f"Measured on {result['date']}, {result['machine']}{device}, with `{result.get('command', command)}`."
+        at = f" at {result['commit']}" if "commit" in result else ""
+        return (f"Measured on {result['date']}, {result['machine']}{device}, with `{result.get('command', command)}`"
+                f"{at}.")
     environment = result.get("environment", {})
     if environment:
         where = (f"on {environment['date'][:10]}, {environment['cpu_count']} CPU cores and "

@@ -4,6 +4,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 
@@ -55,15 +56,31 @@ def device():
     return f"GPU {name}" + (f" x {len(gpus)}" if len(gpus) > 1 else "")
 
 
+def commit():
+    """The commit of the scripts' checkout (with `+` if its tree has changes), or "unknown".
+
+    Asked in the scripts' folder, so that a run started from elsewhere records it too.
+    """
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=here)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=here)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
+
+
 def write_json(path, data):
     """Write a script's figures to `path` (`--json`) with how, when and where they were measured.
 
-    Adds `command`, `date`, `machine` and `device` (unless `data` has them), which
+    Adds `command`, `commit`, `date`, `machine` and `device` (unless `data` has them), which
     `scripts/make_results.py` prints under each table. Does nothing when
     `path` is None.
     """
     if path:
-        data = {"command": "python " + " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
+        data = {"command": "python " + " ".join(sys.argv), "commit": commit(), "date": time.strftime("%Y-%m-%d"),
                 "machine": machine(), "device": device(), **data}
         with open(path, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2, ensure_ascii=False)

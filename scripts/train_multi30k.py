@@ -23,10 +23,10 @@ import argparse
 import glob
 import json
 import os
-import subprocess
 import sys
 
 from results_common import bleu, moses_bleu_cell, training_time  # this folder: run as a script
+from timing import commit
 
 from keras_attention.data import load_multi30k
 from keras_attention.decoding.translator import Translator
@@ -87,22 +87,6 @@ AVERAGE_COUNTS = {"transformer-tiny": (5, 10, 15, 20, 25, 30)}
 BEAM = dict(method="beam", beam_size=4, length_penalty=0.6)
 # --quick scores only the first test sentences (its models are untrained smoke).
 QUICK_TEST_SENTENCES = 100
-
-
-def commit():
-    """The commit of this script's checkout (with `+` if its tree has changes), or "unknown".
-
-    Asked in the script's folder, so that a run started from elsewhere records it too.
-    """
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
-                              cwd=here)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, cwd=here)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
 
 
 def recipe(model, direction):

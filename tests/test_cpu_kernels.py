@@ -101,7 +101,7 @@ def test_outside_xla_it_is_keras_dropout_bit_for_bit():
     np.testing.assert_array_equal(graph(x, ours).numpy(), graph(x, theirs).numpy())
 
 
-def test_the_switch_changes_every_dropout_of_a_model_and_it_still_saves(tmp_path):
+def test_the_switch_changes_every_dropout_of_a_model_and_it_still_saves_as_keras(tmp_path):
     model = Transformer(30, 30, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32, dropout=0.1,
                         attention_dropout=0.1, max_length=8)
     ids = np.ones((2, 5), "int32")
@@ -109,11 +109,17 @@ def test_the_switch_changes_every_dropout_of_a_model_and_it_still_saves(tmp_path
     # Embeddings, the encoder's residual and attention dropouts, the decoder's residual,
     # self- and cross-attention dropouts.
     assert use_cpu_dropout(model) == 6
-    assert not [layer for layer in model._flatten_layers() if type(layer) is keras.layers.Dropout]
+    dropouts = [layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.Dropout)]
+    assert len(dropouts) == 6 and all(type(layer) is keras.layers.Dropout for layer in dropouts)  # class kept
+    # Each switched layer draws CPUDropout's masks under XLA: the same seed, the same mask.
+    x = np.ones(SHAPE, "float32")
+    switched = keras.layers.Dropout(0.2, seed=7)
+    assert use_cpu_dropout(switched) == 1
+    np.testing.assert_array_equal(_xla(switched)(x).numpy(), _xla(Dropout(0.2, seed=7))(x).numpy())
+    assert not np.array_equal(_xla(switched)(x).numpy(), _xla(keras.layers.Dropout(0.2, seed=7))(x).numpy())
     path = os.path.join(str(tmp_path), "m.keras")
     model.save(path)
     reloaded = keras.models.load_model(path)
-    # A Transformer rebuilds its layers from its config when loaded: Keras' dropout again, until switched.
     assert sum(type(layer) is keras.layers.Dropout for layer in reloaded._flatten_layers()) == 6
     np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded((ids, ids))), before, atol=1e-6)
 

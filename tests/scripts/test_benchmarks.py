@@ -17,6 +17,7 @@ import benchmark_attention  # noqa: E402
 import benchmark_decoding  # noqa: E402
 import benchmark_precision  # noqa: E402
 import benchmark_training  # noqa: E402
+import product_bound  # noqa: E402
 import profile_training  # noqa: E402
 
 
@@ -42,14 +43,15 @@ def test_training_benchmark_compares_equal_models_and_bounds_the_step(tmp_path):
     # Dense multiply-adds per token: encoder 4*32*32 + 2*32*64 = 8,192, decoder 8*32*32 + 2*32*64
     # = 12,288, output 32*200 = 6,400; x 2 FLOP x 32 tokens x 3 (forward, two gradients) = 5,160,960.
     # Attention: 3 blocks x 6 products x 2 * (4*2 batches) * 8 * 8 * 16 = 294,912.
-    products = benchmark_training.step_products(c)
-    assert sum(n * benchmark_training.product_flops(*key) for key, n in products.items()) == 5_160_960 + 294_912
-    assert benchmark_training.product_flops("gqk,gqh->gkh", (8, 8, 8), (8, 8, 16)) == 2 * 8 * 8 * 8 * 16
+    products = product_bound.step_products(c)
+    assert sum(n * product_bound.product_flops(*key) for key, n in products.items()) == 5_160_960 + 294_912
+    assert product_bound.product_flops("gqk,gqh->gkh", (8, 8, 8), (8, 8, 16)) == 2 * 8 * 8 * 8 * 16
     bound = result["product_bound"]
     assert bound["gflop_per_step"] == 5_455_872 / 1e9 and bound["seconds_per_step"] > 0
     # (6 + 10 + 1) dense, x 3; 6 per attention block
     assert sum(row["count"] for row in bound["products"]) == sum(products.values()) == 3 * 17 + 18
     assert json.loads(out.read_text())["product_bound"] == bound
+    assert json.loads(out.read_text())["commit"]  # the code it measured
 
 
 def _dropout_rates(model):

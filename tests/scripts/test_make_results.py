@@ -133,8 +133,13 @@ def test_a_row_trained_before_its_recipe_changed_is_marked(tmp_path, monkeypatch
     assert recipes["transformer", "en-de"]["dataset"] == "multi30k"
     assert make_results.recipe_changes({**recipes["luong", "en-de"]}, recipes["luong", "en-de"]) == []
     # A setting one direction chose on its own validation set is that direction's recipe only.
+    import train_multi30k
+
     tiny = recipes["transformer-tiny", "en-de"], recipes["transformer-tiny", "de-en"]
-    assert make_results.recipe_changes(tiny[0], tiny[1]) == [("vocab_size", 10000, 8000)]
+    both = train_multi30k.CONFIGS["transformer-tiny"]
+    de_en = train_multi30k.DIRECTION_CONFIGS["transformer-tiny", "de-en"]
+    assert make_results.recipe_changes(tiny[0], tiny[1]) == [("vocab_size", both["vocab_size"], de_en["vocab_size"])]
+    assert both["vocab_size"] != de_en["vocab_size"]
 
 
 def test_the_multi30k_notes_say_what_the_averaged_column_averages():
@@ -295,3 +300,12 @@ def test_xla_min_pairs_is_at_or_above_every_measured_break_even():
     for name, figures in models.items():
         assert figures["break_even_pairs"] is not None, f"{name}: XLA never ahead, yet `auto` compiles long runs"
         assert XLA_MIN_PAIRS >= figures["break_even_pairs"], name
+
+
+def test_the_provenance_line_names_the_commit_when_the_json_has_one():
+    figures = {"command": "python scripts/benchmark_training.py", "date": "2026-01-02", "machine": "a CPU, 2 cores",
+               "device": "CPU"}
+    line = results_common.provenance(figures, "training.json", "unused")
+    assert line == "Measured on 2026-01-02, a CPU, 2 cores (CPU), with `python scripts/benchmark_training.py`."
+    assert results_common.provenance({**figures, "commit": "abc1234"}, "training.json", "unused").endswith(
+        "with `python scripts/benchmark_training.py` at abc1234.")

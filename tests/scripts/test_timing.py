@@ -1,4 +1,4 @@
-"""scripts/timing.py: alternated rounds and their medians."""
+"""scripts/timing.py: alternated rounds and their medians; what a benchmark JSON records."""
 
 import sys
 from pathlib import Path
@@ -30,3 +30,17 @@ def test_the_medians_leave_out_the_first_call(monkeypatch):
     medians = timing.alternated_medians({"slow": "slow", "fast": "fast"}, run, repeats=3)
 
     assert medians == {"slow": 2.0, "fast": 0.5}  # medians of (1, 3, 2) and (0.5, 0.5, 9), not of the first calls
+
+
+def test_a_benchmark_json_records_the_commit_it_was_measured_at(tmp_path):
+    import json
+    import subprocess
+
+    path = tmp_path / "figures.json"
+    timing.write_json(str(path), {"tokens_per_second": 5.0})
+    written = json.loads(path.read_text(encoding="utf-8"))
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=Path(timing.__file__).parent).stdout.strip()
+    assert written["commit"].rstrip("+") == (head or "unknown")  # CI's fresh clone: no local changes, no "+"
+    assert written["tokens_per_second"] == 5.0 and written["command"].startswith("python ")
+    timing.write_json(None, {"ignored": True})  # no --json: nothing written
