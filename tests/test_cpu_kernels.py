@@ -233,8 +233,8 @@ def test_the_rows_switch_keeps_a_transformer_training_step_and_saving(tmp_path):
 
 
 def test_a_switched_model_saves_as_keras_layers_and_its_weights_load_into_an_unswitched_one(tmp_path):
-    # Seq2SeqRNN keeps Dense layers in lists, which Keras' files address by class name: the switch must not
-    # change the class, or a model saved with it would not load without it.
+    # Seq2SeqRNN keeps Dense and Dropout layers in lists, which Keras' files address by class name: the
+    # switches must not change the class, or a model saved with them would not load without them.
     def model():
         keras.utils.set_random_seed(4)
         return Seq2SeqRNN(30, 30, embedding_dim=8, units=8, attention="luong")
@@ -243,7 +243,7 @@ def test_a_switched_model_saves_as_keras_layers_and_its_weights_load_into_an_uns
     switched, plain = model(), model()
     switched((ids, ids))
     plain((ids, ids))
-    assert use_cpu_rows(switched) > 0
+    assert use_cpu_rows(switched) > 0 and use_cpu_dropout(switched) > 0
     assert {type(layer) for layer in switched._flatten_layers()} == {type(layer) for layer in plain._flatten_layers()}
     path = os.path.join(str(tmp_path), "m.weights.h5")
     switched.save_weights(path)
