@@ -74,6 +74,8 @@ def changes_note(changed):
 
 
 def multi30k():
+    import train_multi30k  # as current_recipes
+
     recipes = current_recipes()
     changed = []  # (recipe, direction, changes) of rows trained with an earlier version of their recipe
     runs = []
@@ -114,7 +116,8 @@ def multi30k():
                      f"| {r.get('commit') or 'not recorded'}{' (*)' if r.get('note') else ''}"
                      f"{' (†)' if changes else ''} |")
     lines += ["", "BLEU is sacreBLEU on test_2016_flickr, cased 13a / lower-cased (a model trained lower-cased has "
-              "only the second); beam 4 with the GNMT length penalty 0.6. Each row is "
+              f"only the second); beam 4 with the GNMT length penalty {train_multi30k.BEAM['length_penalty']}"
+              f"{' unless said below' if any('length_penalty_selection' in r for *_, r in runs) else ''}. Each row is "
               "`python scripts/train_multi30k.py --models RECIPE --directions SRC-TGT` "
               "(its JSON in `benchmarks/multi30k/`), trained on a shared 2-core CPU machine; the rows ran on "
               "different days and hosts (whose speed differed up to 3x), so compare their BLEU, not their minutes. "
@@ -128,6 +131,9 @@ def multi30k():
     averaged_text = averaged_note(runs)
     if averaged_text:
         lines += ["", averaged_text]
+    penalty_text = length_penalty_note(runs)
+    if penalty_text:
+        lines += ["", penalty_text]
     if any(r.get("note") for *_, r in runs):
         lines += ["", "(*) Not made by that command alone: the run's JSON has a `note` saying how it was made."]
     if changed:
@@ -159,6 +165,18 @@ def averaged_note(runs):
     if not parts:
         return None
     return "The averaged column is " + "; ".join(parts) + (". Nothing is chosen on the test set." if chosen else ".")
+
+
+def length_penalty_note(runs):
+    """The length penalty of the beam columns of each run that chose it on the validation set, or None."""
+    chosen = [(m, d, r["length_penalty_selection"]) for m, d, r in runs if "length_penalty_selection" in r]
+    if not chosen:
+        return None
+    parts = [f"for `{model}` {direction.replace('-', '->')}, {selection['chosen']:g}: the penalty that scored best "
+             f"on the validation set with the final model ({selection['measure']}: "
+             + ", ".join(f"{a} {b:.2f}" for a, b in selection["bleu"].items()) + ")"
+             for model, direction, selection in chosen]
+    return "The beam columns' length penalty is " + "; ".join(parts) + ". Nothing is chosen on the test set."
 
 
 def decoding():

@@ -309,3 +309,13 @@ def test_the_provenance_line_names_the_commit_when_the_json_has_one():
     assert line == "Measured on 2026-01-02, a CPU, 2 cores (CPU), with `python scripts/benchmark_training.py`."
     assert results_common.provenance({**figures, "commit": "abc1234"}, "training.json", "unused").endswith(
         "with `python scripts/benchmark_training.py` at abc1234.")
+
+
+def test_the_multi30k_notes_give_a_length_penalty_chosen_on_validation():
+    chosen = {"length_penalty_selection": {"split": "val", "measure": "BLEU, lower-cased, beam 4", "chosen": 2.0,
+                                           "bleu": {"0.6": 40.86, "1": 41.12, "2": 41.86}}}
+    assert make_results.length_penalty_note([("rnn", "en-de", {})]) is None
+    assert make_results.length_penalty_note([("rnn", "en-de", {}), ("transformer-tiny", "de-en", chosen)]) == (
+        "The beam columns' length penalty is for `transformer-tiny` de->en, 2: the penalty that scored best on the "
+        "validation set with the final model (BLEU, lower-cased, beam 4: 0.6 40.86, 1 41.12, 2 41.86). Nothing is "
+        "chosen on the test set.")

@@ -121,6 +121,50 @@ def test_a_tie_on_validation_goes_to_fewer_checkpoints(monkeypatch):
                          "bleu": {"5": 30.0, "10": 31.0, "20": 31.0}, "chosen": 10}
 
 
+def test_the_length_penalty_is_chosen_on_the_validation_set_with_the_final_model(quick_run, tmp_path):
+    import shutil
+
+    _, run, _, _ = quick_run
+    folder = tmp_path / run.name
+    shutil.copytree(run, folder)
+    results = json.loads((folder / "results.json").read_text())
+    before = dict(results)
+    limit = train_multi30k.QUICK_TEST_SENTENCES
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert train_multi30k.score_more(str(folder), results, "de", "en", limit=limit, penalties=(0.0, 5.0))
+    selection = results["length_penalty_selection"]
+    assert selection["split"] == "val" and set(selection["bleu"]) == {"0", "5"}
+    # Each score is the averaged model's beam 4 with that penalty on the validation set, decoded here again.
+    average = Translator.load(str(folder / "translator-average"))
+    val = train_multi30k._pairs("de", "en", "val", limit)
+    for alpha in (0.0, 5.0):
+        bleu = train_multi30k.evaluate_bleu(average, val, method="beam", beam_size=4, length_penalty=alpha)["bleu"]
+        assert bleu == pytest.approx(selection["bleu"][f"{alpha:g}"], abs=0.01)
+    best = max(selection["bleu"].values())
+    assert selection["chosen"] == min(float(a) for a, b in selection["bleu"].items() if b == best)
+    # Both beam scores are made again with the chosen penalty; the greedy ones stay.
+    test = train_multi30k._pairs("de", "en", "test_2016_flickr", limit)
+    beam = train_multi30k.evaluate_bleu(average, test, method="beam", beam_size=4, length_penalty=selection["chosen"])
+    assert results["test_average_beam4"]["bleu"] == pytest.approx(beam["bleu"])
+    assert results["test"] == before["test"] and results["test_average"] == before["test_average"]
+    assert not train_multi30k.score_more(str(folder), results, "de", "en", limit=limit, penalties=(0.0, 5.0))
+
+
+def test_a_tie_on_validation_goes_to_the_smaller_length_penalty(monkeypatch):
+    asked = []
+
+    def fake_bleu(translator, pairs, **options):
+        asked.append(options["length_penalty"])
+        return {"bleu": {0.6: 30.0, 1.0: 31.0, 2.0: 31.0}[options["length_penalty"]]}
+
+    monkeypatch.setattr(train_multi30k, "evaluate_bleu", fake_bleu)
+    with contextlib.redirect_stdout(io.StringIO()):
+        selection = train_multi30k.choose_length_penalty(None, (2.0, 0.6, 1.0), [], lower_case=False)
+    assert asked == [0.6, 1.0, 2.0]
+    assert selection == {"split": "val", "measure": "BLEU, beam 4", "bleu": {"0.6": 30.0, "1": 31.0, "2": 31.0},
+                         "chosen": 1.0}
+
+
 def test_finished_run_is_not_trained_again_but_gets_missing_scores(quick_run, monkeypatch):
     argv, run, _, _ = quick_run
     results = json.loads((run / "results.json").read_text())
