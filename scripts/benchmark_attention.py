@@ -8,7 +8,10 @@ machine hits both. Memory is what XLA's buffer assignment reserves for the compi
 function (parameters, outputs and temporaries: "Total bytes used" in the
 `--xla_dump_to` report): exact and repeatable, unlike the resident size of a
 process whose allocator keeps what compilation used. Time is the median of
-`--repeats` calls after a warm-up call.
+`--repeats` calls after a warm-up call. Each row also says whether XLA
+compiled the two layers' functions to the same program (the optimised HLO,
+names aside): where it did, the two run the same instructions, and their
+times differ only by the machine's noise.
 
     python scripts/benchmark_attention.py --json benchmarks/attention.json
     python scripts/benchmark_attention.py --batch 32 --lengths 512 1024 2048 4096   # a GPU
@@ -60,9 +63,11 @@ def measure(length, backward, batch, d_model, heads, repeats):
 
     fns = {name: compiled(name, layer) for name, layer in layers.items()}
     seconds = alternated_medians(fns, lambda fn: tf.nest.map_structure(lambda t: t.numpy(), fn(x)), repeats)
-    result = {name: {"seconds": seconds[name],
-                     "memory_mib": xla_bytes_used(dump, fns[name].python_function.__name__) / 2**20}
+    names = {name: fn.python_function.__name__ for name, fn in fns.items()}
+    result = {name: {"seconds": seconds[name], "memory_mib": xla_bytes_used(dump, names[name]) / 2**20}
               for name in fns}
+    result["same_program"] = canonical_hlo(optimized_hlo(dump, names["ours"])) == canonical_hlo(
+        optimized_hlo(dump, names["keras"]))
     shutil.rmtree(dump, ignore_errors=True)
     print(json.dumps(result))
 
@@ -78,6 +83,27 @@ def xla_bytes_used(dump, function_name):
     if not found:
         raise RuntimeError(f"no XLA buffer assignment for {function_name!r} in {dump}")
     return max(found)
+
+
+def optimized_hlo(dump, function_name):
+    """The HLO text XLA compiled for `function_name` (after its optimisations), from an XLA dump folder."""
+    found = []
+    for name in os.listdir(dump):
+        if f"a_inference_{function_name}_" in name and name.endswith("after_optimizations.txt"):
+            with open(os.path.join(dump, name)) as f:
+                found.append(f.read())
+    if not found:
+        raise RuntimeError(f"no optimised HLO for {function_name!r} in {dump}")
+    return max(found, key=len)
+
+
+def canonical_hlo(text):
+    """`text` (an HLO module) with its names numbered in order of appearance and its metadata and module
+    line dropped: two modules that compute the same way give the same string, whatever their layers' names."""
+    text = re.sub(r", metadata=\{[^}]*\}", "", text)
+    names = {}
+    return "\n".join(re.sub(r"%[\w.\-]+", lambda m: names.setdefault(m.group(0), f"%v{len(names)}"), line)
+                     for line in text.splitlines() if not line.startswith("HloModule"))
 
 
 def run_child(length, backward, args):
@@ -105,16 +131,18 @@ def main(argv=None):
     rows = []
     print(f"device: {device()}; batch {args.batch}, d_model 256, 4 heads, causal self-attention")
     print(f"{'pass':17s} {'length':>6s} {'ours ms':>9s} {'keras ms':>9s} {'speed ratio':>11s} "
-          f"{'ours MiB':>9s} {'keras MiB':>9s}")
+          f"{'ours MiB':>9s} {'keras MiB':>9s} {'same program':>12s}")
     for backward in (False, True):
         for length in args.lengths:
             measured = run_child(length, backward, args)
             ours, theirs = measured["ours"], measured["keras"]
             row = {"pass": "forward+backward" if backward else "forward", "length": length,
-                   "ours": ours, "keras": theirs, "speed_ratio": theirs["seconds"] / ours["seconds"]}
+                   "ours": ours, "keras": theirs, "speed_ratio": theirs["seconds"] / ours["seconds"],
+                   "same_program": measured["same_program"]}
             rows.append(row)
             print(f"{row['pass']:17s} {length:6d} {ours['seconds'] * 1e3:9.2f} {theirs['seconds'] * 1e3:9.2f} "
-                  f"{row['speed_ratio']:11.2f} {ours['memory_mib']:9.1f} {theirs['memory_mib']:9.1f}")
+                  f"{row['speed_ratio']:11.2f} {ours['memory_mib']:9.1f} {theirs['memory_mib']:9.1f} "
+                  f"{'yes' if row['same_program'] else 'no':>12s}")
     print("speed ratio = keras time / our time (> 1: ours is faster)")
     write_json(args.json, {"batch": args.batch, "d_model": 256, "heads": 4, "rows": rows})
     return rows

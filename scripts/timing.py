@@ -13,8 +13,10 @@ def alternated_times(fns, run, repeats):
     """Seconds of `run(fn)` for each function of the dict `fns`: `{name: (first, [each round])}`.
 
     Every function is called once first (tracing, compiling, warming up; its
-    time is `first`), then the calls alternate A B C A B C ... `repeats`
-    times, so that a slow moment of a shared machine hits all of them alike.
+    time is `first`), then the calls alternate `repeats` times, in reversed
+    order every other round (A B C, C B A, A B C, ...), so that a slow moment
+    of a shared machine hits all of them alike and no function always runs
+    right after the same other one.
     """
     def timed(fn):
         start = time.perf_counter()
@@ -23,8 +25,9 @@ def alternated_times(fns, run, repeats):
 
     first = {name: timed(fn) for name, fn in fns.items()}
     rounds = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
+    order = list(fns.items())
+    for round_ in range(repeats):
+        for name, fn in order if round_ % 2 == 0 else order[::-1]:
             rounds[name].append(timed(fn))
     return {name: (first[name], rounds[name]) for name in fns}
 

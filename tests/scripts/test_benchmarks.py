@@ -89,6 +89,26 @@ def test_attention_benchmark_runs(tmp_path):
     for layer in ("ours", "keras"):
         forward, backward = rows[1][layer]["memory_mib"], rows[3][layer]["memory_mib"]
         assert 0 < forward < backward
+    # Without a cache our layer is Keras' call: XLA compiles the same program, forward and backward.
+    assert [r["same_program"] for r in rows] == [True] * 4
+
+
+_HLO = """HloModule a_inference_{layer}_forward_12__XlaMustCompile_true, entry_computation_layout={{(f32[2,4]{{1,0}})}}
+
+ENTRY %main.{n} (Arg_0.1: f32[2,4]) -> f32[2,4] {{
+  %Arg_0.1 = f32[2,4]{{1,0}} parameter(0), metadata={{op_name="XLA_Args"}}
+  %{layer}_dense_{n}.2 = f32[2,4]{{1,0}} {op}(%Arg_0.1, %Arg_0.1), metadata={{op_type="{layer}" op_name="{layer}/x"}}
+  ROOT %tuple.3 = (f32[2,4]{{1,0}}) tuple(%{layer}_dense_{n}.2)
+}}
+"""
+
+
+def test_two_hlo_modules_that_differ_only_in_names_are_the_same_program():
+    ours = _HLO.format(layer="ours", n=5, op="add")
+    assert benchmark_attention.canonical_hlo(ours) == benchmark_attention.canonical_hlo(
+        _HLO.format(layer="keras_multi_head_attention_1", n=9, op="add"))
+    assert benchmark_attention.canonical_hlo(ours) != benchmark_attention.canonical_hlo(
+        _HLO.format(layer="keras", n=5, op="multiply"))
 
 
 def test_decoding_benchmark_runs(tmp_path):

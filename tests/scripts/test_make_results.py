@@ -319,3 +319,17 @@ def test_the_multi30k_notes_give_a_length_penalty_chosen_on_validation():
         "The beam columns' length penalty is for `transformer-tiny` de->en, 2: the penalty that scored best on the "
         "validation set with the final model (BLEU, lower-cased, beam 4: 0.6 40.86, 1 41.12, 2 41.86). Nothing is "
         "chosen on the test set.")
+
+
+def test_the_attention_table_says_whether_xla_compiled_the_same_program(tmp_path, monkeypatch):
+    row = {"ours": {"seconds": 0.010, "memory_mib": 3.625}, "keras": {"seconds": 0.0099, "memory_mib": 3.625}}
+    figures = {"command": "python scripts/benchmark_attention.py", "date": "2026-01-02", "machine": "a CPU",
+               "device": "CPU", "batch": 8, "d_model": 256, "heads": 4,
+               "rows": [{**row, "pass": "forward", "length": 64, "speed_ratio": 0.99, "same_program": True},
+                        {**row, "pass": "forward+backward", "length": 64, "speed_ratio": 1.021, "same_program": False},
+                        {**row, "pass": "forward", "length": 128, "speed_ratio": 1.0}]}  # an older JSON: not recorded
+    _benchmark_json(tmp_path, monkeypatch, "attention", figures)
+    out = make_results.attention()
+    assert "| forward | 64 | 0.99x | 3.6 / 3.6 MiB | yes |" in out
+    assert "| forward+backward | 64 | 1.02x | 3.6 / 3.6 MiB | no |" in out
+    assert "| forward | 128 | 1.00x | 3.6 / 3.6 MiB | not recorded |" in out

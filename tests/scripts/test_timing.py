@@ -8,14 +8,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import timing  # noqa: E402
 
 
-def test_the_calls_alternate_after_a_first_call_each(monkeypatch):
+def test_the_calls_alternate_in_reversed_order_every_other_round_after_a_first_call_each(monkeypatch):
     calls = []
     clock = iter(range(1000))
     monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))  # every reading one second later
 
     times = timing.alternated_times({"a": "A", "b": "B"}, calls.append, repeats=3)
 
-    assert calls == ["A", "B"] + ["A", "B"] * 3
+    assert calls == ["A", "B"] + ["A", "B", "B", "A", "A", "B"]
     assert times == {"a": (1, [1, 1, 1]), "b": (1, [1, 1, 1])}
 
 
