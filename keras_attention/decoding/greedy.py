@@ -39,6 +39,8 @@ def greedy_decode(model, source_ids, start_id, end_id, max_length, return_attent
 
     Example:
 
+    >>> import keras
+    >>> from keras_attention.models import Transformer
     >>> model = Transformer(30, 30, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32)
     >>> source = keras.ops.array([[5, 6, 7, 0]], "int32")
     >>> _ = model((source, source))  # build (or train, or load) the model first

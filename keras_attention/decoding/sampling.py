@@ -72,6 +72,8 @@ def sample(
 
     Example:
 
+    >>> import keras
+    >>> from keras_attention.models import Seq2SeqRNN
     >>> model = Seq2SeqRNN(30, 30, units=16, embedding_dim=8)
     >>> source = keras.ops.array([[5, 6, 7, 0]], "int32")
     >>> _ = model((source, source))  # build (or train, or load) the model first

@@ -23,6 +23,9 @@ class UncachedDecoder:
 
     Example:
 
+    >>> import keras
+    >>> from keras_attention.decoding import greedy_decode
+    >>> from keras_attention.models import Transformer
     >>> model = Transformer(30, 30, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32)
     >>> source = keras.ops.array([[5, 6, 7, 0]], "int32")
     >>> _ = model((source, source))  # build (or train, or load) the model first

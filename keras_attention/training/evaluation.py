@@ -52,7 +52,7 @@ def moses_bleu(hypotheses, references, language):
 
     Example:
 
-    >>> moses_bleu(["Ein Hund läuft, oder?"], ["ein hund läuft , oder ?"], "de")
+    >>> round(moses_bleu(["Ein Hund läuft, oder?"], ["ein hund läuft , oder ?"], "de"), 2)
     100.0
     """
     try:

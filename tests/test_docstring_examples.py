@@ -1,0 +1,48 @@
+"""Every `>>>` example in the package's docstrings runs and prints what it says.
+
+Each module's examples run with that module's names in scope (doctest's
+convention), so an example must import anything else it uses, as a reader
+copying it would. Examples that need a trained model, a corpus or a server are
+marked `# doctest: +SKIP` in their docstring.
+"""
+
+import doctest
+import importlib
+import pathlib
+
+import pytest
+
+import keras_attention
+
+PACKAGE = pathlib.Path(keras_attention.__file__).parent
+MODULES = sorted(
+    "keras_attention." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts).replace(".__init__", "")
+    for path in PACKAGE.rglob("*.py")
+    if ">>>" in path.read_text(encoding="utf-8")
+)
+
+
+def test_the_examples_are_found():
+    assert "keras_attention.layers.multi_head_attention" in MODULES and "keras_attention.decoding.greedy" in MODULES
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_the_docstring_examples_run(name):
+    module = importlib.import_module(name)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report = []
+    for test in doctest.DocTestFinder().find(module, name):
+        runner.run(test, out=report.append)
+    assert runner.failures == 0, "".join(report)
+
+
+def test_the_readme_tour_of_the_layers_runs_with_the_shapes_it_states():
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## A tour of the layers", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    scope = {}
+    exec(compile(block, "README.md: A tour of the layers", "exec"), scope)
+    # The shapes its comments give: context (2, 5, 8) and weights (2, 5, 5) from the first call.
+    context, weights = scope["layers"].scaled_dot_product_attention(scope["q"], scope["k"], scope["v"])
+    assert tuple(context.shape) == (2, 5, 8) and tuple(weights.shape) == (2, 5, 5)
+    assert tuple(scope["y"].shape) == (2, 6, 32) and tuple(scope["scores"].shape) == (2, 4, 6, 6)
+    assert tuple(scope["out"].shape) == (1, 3, 32)
