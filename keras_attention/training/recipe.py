@@ -38,6 +38,7 @@ from keras_attention.training.fault_tolerance import (
     fit_resumable,
     read_csv_history,
 )
+from keras_attention.training.interrupts import CtrlC
 from keras_attention.training.losses import MaskedSparseCrossEntropy
 from keras_attention.training.metrics import MaskedTokenAccuracy
 from keras_attention.training.optimizers import Adam
@@ -155,8 +156,9 @@ def _run(config, verbose, strategy, output_dir):
     if prepared.streaming:
         prepared.report.reset()  # building the model read ahead: count from the first epoch's start
     fit_started = time.time()
-    fit_resumable(model, prepared.train, config.epochs, prepared.steps_per_epoch, backup, callbacks,
-                  validation_data=prepared.valid, verbose=verbose, shuffle=False)  # the dataset shuffles
+    with CtrlC() as ctrl_c:  # first: a Ctrl-C stops the run before any other callback of that batch
+        fit_resumable(model, prepared.train, config.epochs, prepared.steps_per_epoch, backup, [ctrl_c, *callbacks],
+                      validation_data=prepared.valid, verbose=verbose, shuffle=False)  # the dataset shuffles
     fit_seconds = time.time() - fit_started
     history = read_csv_history(history_path)  # all epochs, also those before a restart
     translator.save(os.path.join(output_dir, "translator"))

@@ -1,0 +1,140 @@
+import gc
+import signal
+import sys
+import threading
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attention.training.interrupts import CtrlC
+
+STEPS = 6
+
+
+class _PressedDuringCollection:
+    """Presses Ctrl-C from a garbage-collection callback, as when the key comes while JAX's runs.
+
+    Python prints the KeyboardInterrupt the handler raises there as "Exception ignored" and drops it.
+    """
+
+    def __init__(self, at_batch):
+        self.at_batch = at_batch
+
+    def __call__(self, phase, info):
+        if phase == "start" and self.at_batch is not None:
+            self.at_batch = None
+            signal.raise_signal(signal.SIGINT)
+
+
+class _CollectAt(keras.callbacks.Callback):
+    def __init__(self, press):
+        super().__init__()
+        self.press = press
+        self.batches = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.batches += 1
+        if batch == self.press.at_batch:
+            gc.callbacks.append(self.press)
+            try:
+                gc.collect()
+            finally:
+                gc.callbacks.remove(self.press)
+
+
+@pytest.fixture
+def python_sigint_handler():
+    """Python's own SIGINT handler while the test runs (a test runner may have set another)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def dropped(monkeypatch):
+    """The types of the exceptions Python drops ("Exception ignored in ...") while the test runs."""
+    types = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: types.append(unraisable.exc_type))
+    return types
+
+
+def _model():
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+def _fit(callbacks, model=None):
+    model = model or _model()
+    x = np.ones((STEPS, 2), "float32")
+    model.fit(x, x[:, :1], batch_size=1, epochs=1, callbacks=callbacks, verbose=0)
+
+
+def test_a_ctrl_c_python_drops_goes_unnoticed_without_it(python_sigint_handler, dropped):
+    """The failure CtrlC is for, shown: the interrupt is lost and fit runs to its end."""
+    counter = _CollectAt(_PressedDuringCollection(at_batch=1))
+    _fit([counter])
+    assert dropped == [KeyboardInterrupt]
+    assert counter.batches == STEPS
+
+
+def test_a_ctrl_c_during_a_collection_stops_fit_at_the_next_batch(python_sigint_handler, dropped):
+    counter = _CollectAt(_PressedDuringCollection(at_batch=1))
+    with pytest.raises(KeyboardInterrupt):
+        with CtrlC() as ctrl_c:
+            _fit([ctrl_c, counter])
+    assert dropped == [] and ctrl_c.pressed  # nothing printed, nothing lost
+    assert counter.batches == 2  # batch 0, then batch 1 (the press); batch 2 ended in the interrupt
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+class _PressAt(keras.callbacks.Callback):
+    """Presses Ctrl-C `presses` times as batch 0 begins."""
+
+    def __init__(self, presses):
+        super().__init__()
+        self.presses = presses
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch == 0:
+            for _ in range(self.presses):
+                signal.raise_signal(signal.SIGINT)
+
+
+def test_a_press_lets_the_batch_under_way_finish_and_a_second_press_stops_at_once(python_sigint_handler):
+    for presses, steps_done in [(1, 1), (2, 0)]:
+        model = _model()
+        with pytest.raises(KeyboardInterrupt):
+            with CtrlC() as ctrl_c:
+                _fit([ctrl_c, _PressAt(presses)], model)
+        assert ctrl_c.pressed
+        assert int(model.optimizer.iterations) == steps_done, presses
+
+
+def test_leaves_another_handler_alone():
+    def own(signum, frame):
+        own.calls += 1
+
+    own.calls = 0
+    previous = signal.signal(signal.SIGINT, own)
+    try:
+        with CtrlC() as ctrl_c:
+            assert signal.getsignal(signal.SIGINT) is own
+            signal.raise_signal(signal.SIGINT)
+        assert own.calls == 1 and not ctrl_c.pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_outside_the_main_thread_it_changes_nothing(python_sigint_handler):
+    seen = []
+
+    def enter():
+        with CtrlC():
+            seen.append(signal.getsignal(signal.SIGINT))
+
+    thread = threading.Thread(target=enter)
+    thread.start()
+    thread.join()
+    assert seen == [signal.default_int_handler]
