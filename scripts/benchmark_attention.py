@@ -72,29 +72,30 @@ def measure(length, backward, batch, d_model, heads, repeats):
     print(json.dumps(result))
 
 
+def _dump_texts(dump, function_name, suffix, what):
+    """The texts of the files in an XLA dump folder that belong to `function_name` and end with `suffix`."""
+    texts = []
+    for name in os.listdir(dump):
+        if f"a_inference_{function_name}_" in name and name.endswith(suffix):
+            with open(os.path.join(dump, name)) as f:
+                texts.append(f.read())
+    if not texts:
+        raise RuntimeError(f"no {what} for {function_name!r} in {dump}")
+    return texts
+
+
 def xla_bytes_used(dump, function_name):
     """'Total bytes used' of the compiled module of `function_name` in an XLA dump folder."""
-    pattern = re.compile(r"Total bytes used: (\d+)")
-    found = []
-    for name in os.listdir(dump):
-        if f"a_inference_{function_name}_" in name and name.endswith("buffer-assignment.txt"):
-            with open(os.path.join(dump, name)) as f:
-                found += [int(m) for m in pattern.findall(f.read())]
+    texts = _dump_texts(dump, function_name, "buffer-assignment.txt", "XLA buffer assignment")
+    found = [int(m) for text in texts for m in re.findall(r"Total bytes used: (\d+)", text)]
     if not found:
-        raise RuntimeError(f"no XLA buffer assignment for {function_name!r} in {dump}")
+        raise RuntimeError(f"no 'Total bytes used' in the XLA buffer assignment of {function_name!r} in {dump}")
     return max(found)
 
 
 def optimized_hlo(dump, function_name):
     """The HLO text XLA compiled for `function_name` (after its optimisations), from an XLA dump folder."""
-    found = []
-    for name in os.listdir(dump):
-        if f"a_inference_{function_name}_" in name and name.endswith("after_optimizations.txt"):
-            with open(os.path.join(dump, name)) as f:
-                found.append(f.read())
-    if not found:
-        raise RuntimeError(f"no optimised HLO for {function_name!r} in {dump}")
-    return max(found, key=len)
+    return max(_dump_texts(dump, function_name, "after_optimizations.txt", "optimised HLO"), key=len)
 
 
 def canonical_hlo(text):
