@@ -61,14 +61,33 @@ def recipe_changes(config, recipe):
     return [(name, config.get(name), value) for name, value in as_json.items() if config.get(name) != value]
 
 
+def scoring_changes(model, results):
+    """How `scripts/train_multi30k.py` scores `model` now and a run's `results` were not scored:
+    [(what, the run's way, the way now)] (the checkpoints averaged, beam search's length penalty)."""
+    import train_multi30k  # as current_recipes
+
+    changes = []
+    counts = train_multi30k.AVERAGE_COUNTS.get(model)
+    if counts and "average_selection" not in results:
+        averaged = len(results.get("averaged_checkpoints") or [])
+        changes.append(("checkpoints averaged", f"the last {averaged}" if averaged else None,
+                        "chosen on validation from " + ", ".join(map(str, counts))))
+    penalties = train_multi30k.LENGTH_PENALTIES.get(model)
+    if penalties and "length_penalty_selection" not in results:
+        changes.append(("length_penalty", train_multi30k.BEAM["length_penalty"],
+                        "chosen on validation from " + ", ".join(f"{p:g}" for p in penalties)))
+    return changes
+
+
 def changes_note(changed):
     """The note on rows whose recipe changed after they ran, from [(recipe, direction, changes)]."""
     def setting(name, then, now):
-        return f"`{name}` {'not set' if then is None else then} (now {now})"
+        label = f"`{name}`" if name.isidentifier() else name  # a TrainConfig field or decoding option, or words
+        return f"{label} {'not set' if then is None else then} (now {now})"
 
     rows = "; ".join(f"`{model}` {direction.replace('-', '->')}: " + ", ".join(setting(*c) for c in changes)
                      for model, direction, changes in changed)
-    return ("(†) Trained before its recipe changed: the run's settings differ from what "
+    return ("(†) Made before its recipe changed: the run's settings or scoring differ from what "
             f"`scripts/train_multi30k.py` sets now ({rows}). Such a row is that recipe's last run, not yet "
             "re-run with the current one.")
 
@@ -106,7 +125,7 @@ def multi30k():
         fairseq = f"| {moses_bleu_cell(averaged)} " if moses else ""
         lower = bool(config.get("lower_case"))
         recipe = recipes.get((model, direction))
-        changes = recipe_changes(config, recipe) if recipe else []
+        changes = (recipe_changes(config, recipe) if recipe else []) + scoring_changes(model, r)
         if changes:
             changed.append((model, direction, changes))
         lines.append(f"| `{model}` | {name} | {direction.replace('-', '->')} | {epochs_cell(r)} "

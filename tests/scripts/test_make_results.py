@@ -124,7 +124,7 @@ def test_a_row_trained_before_its_recipe_changed_is_marked(tmp_path, monkeypatch
     table = make_results.multi30k()
     marked = [line for line in table.splitlines() if line.endswith("| abc1234 (†) |")]
     assert len(marked) == 1 and "| bahdanau (small) | de->en |" in marked[0]
-    assert ("(†) Trained before its recipe changed: the run's settings differ from what "
+    assert ("(†) Made before its recipe changed: the run's settings or scoring differ from what "
             "`scripts/train_multi30k.py` sets now (`bahdanau` de->en: `vocab_size` 8000 (now 10000), "
             "`time_limit_minutes` not set (now 88))." in table)
     # The recipes as the script sets them: the committed rows that match them carry no mark.
@@ -140,6 +140,22 @@ def test_a_row_trained_before_its_recipe_changed_is_marked(tmp_path, monkeypatch
     de_en = train_multi30k.DIRECTION_CONFIGS["transformer-tiny", "de-en"]
     assert make_results.recipe_changes(tiny[0], tiny[1]) == [("vocab_size", both["vocab_size"], de_en["vocab_size"])]
     assert both["vocab_size"] != de_en["vocab_size"]
+
+
+def test_a_run_scored_before_its_recipe_chose_on_validation_is_marked():
+    import train_multi30k
+
+    penalties = train_multi30k.LENGTH_PENALTIES["transformer-tiny"]
+    counts = train_multi30k.AVERAGE_COUNTS["transformer-tiny"]
+    fixed = {"averaged_checkpoints": ["a", "b", "c"], "average_selection": {"chosen": 3}}
+    assert make_results.scoring_changes("transformer-tiny", fixed) == [
+        ("length_penalty", train_multi30k.BEAM["length_penalty"],
+         "chosen on validation from " + ", ".join(f"{p:g}" for p in penalties))]
+    assert make_results.scoring_changes("transformer-tiny", {"averaged_checkpoints": ["a", "b"]})[0] == (
+        "checkpoints averaged", "the last 2", "chosen on validation from " + ", ".join(map(str, counts)))
+    chosen = {**fixed, "length_penalty_selection": {"chosen": 1.5}}
+    assert make_results.scoring_changes("transformer-tiny", chosen) == []
+    assert make_results.scoring_changes("bahdanau", {}) == []  # its recipe chooses neither
 
 
 def test_the_multi30k_notes_say_what_the_averaged_column_averages():
