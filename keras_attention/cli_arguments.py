@@ -4,8 +4,8 @@ import argparse
 
 from keras_attention import DATA_ENV_VAR, __version__
 from keras_attention.options import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
-from keras_attention.options import (BUCKET_METHODS, DEFAULT_BUCKET_METHOD, MAX_BUCKETS, MODEL_KINDS,
-                                     PAIRS_PER_BUCKET, PRESET_NAMES, XLA_MIN_PAIRS)
+from keras_attention.options import (BUCKET_METHODS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES, MAX_BUCKETS,
+                                     MODEL_KINDS, PAIRS_PER_BUCKET, PRESET_NAMES, XLA_MIN_PAIRS)
 from keras_attention.options import argument_type as checked
 
 DEFAULT_SOURCE, DEFAULT_TARGET = "en", "de"
@@ -74,6 +74,9 @@ def _add_training_flags(parser):
     group.add_argument("--warmup-steps", type=checked("warmup_steps"))
     group.add_argument("--peak-learning-rate", type=checked("peak_learning_rate"),
                        help="Transformer: the schedule's rate after the warm-up (default: 1e-3)")
+    group.add_argument("--lr-schedule", default="inverse_sqrt", choices=LR_SCHEDULES,
+                       help="Transformer: after the warm-up the rate decays as 1/sqrt(step) (the default), or as "
+                            "half a cosine, to zero at the last step of --epochs")
     group.add_argument("--label-smoothing", type=checked("label_smoothing"), default=0.1)
     group.add_argument("--dropout", type=checked("dropout"), help="the model's dropout rate (default: the preset's)")
     group.add_argument("--attention-dropout", type=checked("attention_dropout"),
@@ -305,7 +308,7 @@ def config_from_args(args):
         epochs=args.epochs, time_limit_minutes=args.time_limit_minutes,
         batch_size=args.batch_size, batch_tokens=args.batch_tokens,
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
-        peak_learning_rate=args.peak_learning_rate,
+        peak_learning_rate=args.peak_learning_rate, lr_schedule=args.lr_schedule,
         label_smoothing=args.label_smoothing, strategy=args.strategy, precision=args.precision,
         jit_compile=False if args.no_jit else True if args.jit else "auto", length_buckets=args.length_buckets,
         bucket_method=args.bucket_method,

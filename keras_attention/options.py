@@ -63,6 +63,8 @@ MAX_BUCKETS = 8
 # Where "auto" length buckets put their boundaries (`data.auto_bucket_boundaries`, `train --bucket-method`).
 BUCKET_METHODS = ("equal_count", "min_padding")
 DEFAULT_BUCKET_METHOD = "equal_count"
+# How the Transformer's rate decays after its warm-up (`TrainConfig.lr_schedule`, `train --lr-schedule`).
+LR_SCHEDULES = ("inverse_sqrt", "cosine")
 
 # XLA pays for its compilations (about a minute for a run's batch shapes on a
 # CPU) only over enough steps: on real batches, each side padded its own way,

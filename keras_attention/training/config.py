@@ -3,7 +3,7 @@
 import dataclasses
 
 from keras_attention.layers.validation import check_choice
-from keras_attention.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD, check_options
+from keras_attention.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES, check_options
 
 DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
 # The user's own corpora: cleaned by default (word limits as Moses' clean-corpus-n).
@@ -45,8 +45,12 @@ class TrainConfig:
             the Transformer, 1e-3 for RNNs); a number trains at that fixed rate.
         warmup_steps: Transformer warm-up; None means 5% of all steps.
         peak_learning_rate: the Transformer schedule's rate at the end of the
-            warm-up (it then decays as 1/sqrt(step)); None means 1e-3. Larger
-            batches (`batch_tokens`) usually take a larger peak.
+            warm-up; None means 1e-3. Larger batches (`batch_tokens`) usually
+            take a larger peak.
+        lr_schedule: how the Transformer's rate decays after the warm-up:
+            "inverse_sqrt" (the default; as 1/sqrt(step), the paper's) or
+            "cosine" (half a cosine, to zero at the run's last step, epochs
+            times steps per epoch; Loshchilov and Hutter, 2017).
         label_smoothing: epsilon of the loss.
         strategy, precision: see `training.distribution`.
         jit_compile: compile the training step with XLA: True, False, or
@@ -80,8 +84,9 @@ class TrainConfig:
             so that `resume=True` with more `epochs` extends the run
             instead of starting again. The extension continues the optimizer
             from the last step, and the learning-rate schedule too when it
-            does not depend on the epoch count (a fixed rate, or an explicit
-            `warmup_steps`); its epochs are shuffled afresh.
+            does not depend on the epoch count (a fixed rate, or the
+            "inverse_sqrt" schedule with an explicit `warmup_steps`); its
+            epochs are shuffled afresh.
         keep_checkpoints: keep the weights of the last N epochs in
             `checkpoints/` for checkpoint averaging (0: none).
         max_train_examples: use only the first N training pairs (quick runs).
@@ -127,6 +132,7 @@ class TrainConfig:
     learning_rate: float = None
     warmup_steps: int = None
     peak_learning_rate: float = None
+    lr_schedule: str = "inverse_sqrt"
     label_smoothing: float = 0.1
     strategy: str = "auto"
     precision: str = "float32"
@@ -158,13 +164,16 @@ class TrainConfig:
     def __post_init__(self):
         check_options(self)  # the ranges the command line checks too
         check_choice("bucket_method", self.bucket_method, BUCKET_METHODS)
+        check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
         if not (isinstance(self.jit_compile, bool) or self.jit_compile == "auto"):
             raise ValueError(f'`jit_compile` must be True, False or "auto". Received: jit_compile={self.jit_compile!r}')
-        if self.peak_learning_rate is not None and (self.model != "transformer" or self.learning_rate is not None):
-            raise ValueError("--peak-learning-rate is the Transformer's warm-up schedule; a fixed rate is "
-                             "--learning-rate. Received: "
+        schedule_flags = [flag for flag, changed in [("--peak-learning-rate", self.peak_learning_rate is not None),
+                                                     ("--lr-schedule", self.lr_schedule != "inverse_sqrt")] if changed]
+        if schedule_flags and (self.model != "transformer" or self.learning_rate is not None):
+            raise ValueError(f"{' and '.join(schedule_flags)} {'are' if len(schedule_flags) > 1 else 'is'} the "
+                             "Transformer's warm-up schedule; a fixed rate is --learning-rate. Received: "
                              f"--model {self.model}, --learning-rate {self.learning_rate}, "
-                             f"--peak-learning-rate {self.peak_learning_rate}")
+                             f"--peak-learning-rate {self.peak_learning_rate}, --lr-schedule {self.lr_schedule}")
         if self.share_embeddings and self.model != "transformer":
             raise ValueError("--share-embeddings is for the Transformer (an RNN's source and target "
                              f"embeddings differ in use). Received: --model {self.model}")

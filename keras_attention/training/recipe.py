@@ -60,7 +60,14 @@ def compile_for_training(model, config, steps_per_epoch, jit_compile):
         total = steps_per_epoch * config.epochs
         warmup = config.warmup_steps or max(1, total // 20)
         # The peak rate is the configured one (1e-3 by default) whatever the warm-up length.
-        rate = TransformerSchedule.with_peak(model.d_model, warmup, config.peak_learning_rate or DEFAULT_PEAK)
+        peak = config.peak_learning_rate or DEFAULT_PEAK
+        if config.lr_schedule == "cosine":
+            # The warm-up as TransformerSchedule's: iteration i (from 0) at peak * (i + 1) / warmup, the peak at
+            # iteration warmup - 1, where Keras' cosine starts; it reaches zero at iteration `total`.
+            rate = keras.optimizers.schedules.CosineDecay(peak / warmup, decay_steps=max(1, total - warmup + 1),
+                                                          warmup_target=peak, warmup_steps=warmup - 1)
+        else:
+            rate = TransformerSchedule.with_peak(model.d_model, warmup, peak)
     else:
         rate = 1e-3
     # Our Adam clips the gradient of the global batch, not each replica's share.

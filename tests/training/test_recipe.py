@@ -89,6 +89,33 @@ def test_a_peak_rate_needs_the_transformer_schedule(options):
         TrainConfig(peak_learning_rate=2e-3, **options)
 
 
+def test_the_cosine_schedule_warms_up_then_reaches_zero_at_the_last_step():
+    from keras_attention.models.transformer import Transformer
+    from keras_attention.training.recipe import compile_for_training
+
+    peak, warmup, total = 2e-3, 10, 2 * 50
+    model = Transformer(30, 30, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32)
+    config = TrainConfig(model="transformer", epochs=2, warmup_steps=warmup, peak_learning_rate=peak,
+                         lr_schedule="cosine")
+    compile_for_training(model, config, steps_per_epoch=50, jit_compile=False)
+    schedule = model.optimizer._learning_rate
+    rates = np.array([float(schedule(step)) for step in range(total + 1)])  # the optimizer's iterations 0...
+    # As the inverse-sqrt schedule: linear warm-up, step i + 1 of it at peak * (i + 1) / warmup.
+    np.testing.assert_allclose(rates[:warmup], peak * np.arange(1, warmup + 1) / warmup, rtol=1e-5)
+    # From the peak on, peak * (1 + cos(pi * t)) / 2, t the fraction done of the steps from the peak to the end.
+    t = np.arange(total - warmup + 2) / (total - warmup + 1)
+    np.testing.assert_allclose(rates[warmup - 1:], peak * (1 + np.cos(np.pi * t)) / 2, rtol=1e-5, atol=peak * 1e-6)
+    assert rates[total - 1] > 0 and rates[total] == 0  # the last update still moves; none would after it
+
+
+@pytest.mark.parametrize("options", [dict(model="bahdanau"), dict(model="transformer", learning_rate=1e-3)])
+def test_a_cosine_schedule_needs_the_transformer_schedule(options):
+    with pytest.raises(ValueError, match="--lr-schedule is the Transformer's warm-up schedule.*--lr-schedule cosine"):
+        TrainConfig(lr_schedule="cosine", **options)
+    with pytest.raises(ValueError, match="lr_schedule"):
+        TrainConfig(lr_schedule="linear")
+
+
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_the_training_step_is_traced_once(jit_compile, monkeypatch):
     # Optimizer variables made during the first trace would make TensorFlow trace the step twice.
