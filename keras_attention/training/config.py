@@ -50,7 +50,9 @@ class TrainConfig:
         lr_schedule: how the Transformer's rate decays after the warm-up:
             "inverse_sqrt" (the default; as 1/sqrt(step), the paper's) or
             "cosine" (half a cosine, to zero at the run's last step, epochs
-            times steps per epoch; Loshchilov and Hutter, 2017).
+            times steps per epoch; Loshchilov and Hutter, 2017). A streamed
+            corpus' steps per epoch are estimated before its first pass: its
+            rate may reach zero a few steps early or stop short of it.
         label_smoothing: epsilon of the loss.
         strategy, precision: see `training.distribution`.
         jit_compile: compile the training step with XLA: True, False, or
