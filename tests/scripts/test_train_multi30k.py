@@ -211,11 +211,12 @@ def test_the_documented_command_line_trains_the_transformer_tiny_recipe():
     start = guide.index("keras-attention train --model transformer --preset tiny")
     end = guide.index("\n", guide.index("--output", start))
     argv = shlex.split(guide[start:end].replace("\\\n", " "))[1:]
-    # de->en as the guide says: swap --source and --target, pass --vocab-size 8000 (argparse keeps the last).
+    # de->en as the guide says: swap --source and --target, pass its own flags (argparse keeps the last).
+    de_en = "--vocab-size 8000 --lr-schedule cosine --epochs 55"
     swapped = {"en": "de", "de": "en"}
     reverse = [swapped.get(word, word) if argv[i - 1] in ("--source", "--target") else word
-               for i, word in enumerate(argv)] + ["--vocab-size", "8000"]
-    assert "(en->de; for de->en swap `--source` and `--target` and pass\n`--vocab-size 8000`)" in guide
+               for i, word in enumerate(argv)] + de_en.split()
+    assert f"(en->de; for de->en swap `--source` and\n`--target` and pass `{de_en}`)" in guide
     for direction, words in (("en-de", argv), ("de-en", reverse)):
         from_docs = config_from_args(build_parser().parse_args(words))
         source, target = direction.split("-")
