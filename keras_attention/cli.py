@@ -15,6 +15,7 @@ from keras_attention.cli_arguments import (
     decoding_options,
     prepare_config,
 )
+from keras_attention.ctrl_c import resend_dropped_ctrl_c
 from keras_attention.reporting import print_summary
 from keras_attention.tensorflow_only import BackendError, require_tensorflow
 from keras_attention.xla_cache import use_xla_cache
@@ -50,7 +51,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     quiet = contextlib.nullcontext() if args.verbose or argv is not None else _without_tensorflow_log_lines()
     try:
-        with quiet:
+        with quiet, resend_dropped_ctrl_c():
             return _run(args)
     except (ValueError, FileNotFoundError, OSError, ImportError, BackendError) as error:
         print(f"keras-attention {args.command}: error: {error}", file=sys.stderr)

@@ -10,7 +10,9 @@ installed; with both, about one Ctrl-C in ten was lost during `fit`.
 
 `CtrlC` takes SIGINT while `fit` runs: its handler only notes the press, and
 the callback raises `KeyboardInterrupt` at the next batch's end, where
-nothing can drop it.
+nothing can drop it. Elsewhere (reading data, translating, scoring), the
+command line's `keras_attention.ctrl_c.resend_dropped_ctrl_c` sends a
+dropped Ctrl-C again a moment later, once the collection is over.
 """
 
 import signal
@@ -67,3 +69,4 @@ class CtrlC(keras.callbacks.Callback):
             raise KeyboardInterrupt
 
     on_train_batch_end = on_test_batch_end = on_epoch_end = _raise_if_pressed
+

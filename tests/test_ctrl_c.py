@@ -1,0 +1,91 @@
+import gc
+import signal
+import sys
+import time
+
+import pytest
+
+from keras_attention import cli
+from keras_attention.ctrl_c import resend_dropped_ctrl_c
+
+
+def _press_during_a_collection():
+    """Ctrl-C from a garbage-collection callback, as when the key comes while JAX's runs: Python drops it."""
+
+    def press(phase, info):
+        if phase == "start":
+            gc.callbacks.remove(press)
+            signal.raise_signal(signal.SIGINT)
+
+    gc.callbacks.append(press)
+    gc.collect()
+
+
+def _work(seconds=5.0):
+    """A command's work between two presses: Python bytecode for up to `seconds`; the seconds it ran."""
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        time.sleep(0.01)
+    return time.monotonic() - start
+
+
+@pytest.fixture
+def python_sigint_handler():
+    """Python's own SIGINT handler while the test runs (a test runner may have set another)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def dropped(monkeypatch):
+    """The types of the exceptions Python reports as "Exception ignored" while the test runs."""
+    types = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: types.append(unraisable.exc_type))
+    return types
+
+
+def test_without_it_a_ctrl_c_during_a_collection_is_lost(python_sigint_handler, dropped):
+    _press_during_a_collection()
+    assert _work(0.5) >= 0.5  # the work ran to its end
+    assert dropped == [KeyboardInterrupt]
+
+
+def test_a_dropped_ctrl_c_is_sent_again_and_stops_the_work(python_sigint_handler, dropped):
+    hook = sys.unraisablehook
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with resend_dropped_ctrl_c(delay=0.05):
+            _press_during_a_collection()
+            _work(5.0)
+    assert time.monotonic() - start < 4.0  # stopped by the second signal, not by the end of the work
+    assert dropped == []  # nothing printed
+    assert sys.unraisablehook is hook  # restored
+
+
+def test_other_exceptions_python_drops_go_to_the_hook_that_was_there(dropped):
+    class FailsWhenCollected:
+        def __del__(self):
+            raise ValueError("in __del__")
+
+    with resend_dropped_ctrl_c():
+        FailsWhenCollected()
+    assert dropped == [ValueError]
+
+
+def test_the_delay_is_checked():
+    with pytest.raises(ValueError, match=r"`delay` must be a number >= 0. Received: delay=-1"):
+        with resend_dropped_ctrl_c(delay=-1):
+            pass
+
+
+def test_the_command_line_stops_on_a_ctrl_c_python_dropped(python_sigint_handler, dropped, monkeypatch, capsys):
+    def run(args):
+        _press_during_a_collection()
+        _work(5.0)
+        return 0
+
+    monkeypatch.setattr(cli, "_run", run)
+    assert cli.main(["translate", "some/translator", "ein Hund"]) == 130
+    assert capsys.readouterr().err.strip() == "keras-attention translate: interrupted."
+    assert dropped == []
