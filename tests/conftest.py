@@ -1,4 +1,6 @@
 import os
+import signal
+import sys
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -18,3 +20,19 @@ def _fresh_keras_state():
     np.random.seed(1234)
     yield
     keras.config.set_dtype_policy("float32")
+
+
+@pytest.fixture
+def python_sigint_handler():
+    """Python's own SIGINT handler while the test runs (a test runner may have set another)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def dropped(monkeypatch):
+    """The types of the exceptions Python drops ("Exception ignored in ...") while the test runs."""
+    types = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: types.append(unraisable.exc_type))
+    return types

@@ -29,22 +29,6 @@ def _work(seconds=5.0):
     return time.monotonic() - start
 
 
-@pytest.fixture
-def python_sigint_handler():
-    """Python's own SIGINT handler while the test runs (a test runner may have set another)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
-@pytest.fixture
-def dropped(monkeypatch):
-    """The types of the exceptions Python reports as "Exception ignored" while the test runs."""
-    types = []
-    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: types.append(unraisable.exc_type))
-    return types
-
-
 def test_without_it_a_ctrl_c_during_a_collection_is_lost(python_sigint_handler, dropped):
     _press_during_a_collection()
     assert _work(0.5) >= 0.5  # the work ran to its end

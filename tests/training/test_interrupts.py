@@ -1,6 +1,5 @@
 import gc
 import signal
-import sys
 import threading
 
 import keras
@@ -41,22 +40,6 @@ class _CollectAt(keras.callbacks.Callback):
                 gc.collect()
             finally:
                 gc.callbacks.remove(self.press)
-
-
-@pytest.fixture
-def python_sigint_handler():
-    """Python's own SIGINT handler while the test runs (a test runner may have set another)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
-@pytest.fixture
-def dropped(monkeypatch):
-    """The types of the exceptions Python drops ("Exception ignored in ...") while the test runs."""
-    types = []
-    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: types.append(unraisable.exc_type))
-    return types
 
 
 def _model():
