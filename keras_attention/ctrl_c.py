@@ -26,8 +26,9 @@ def resend_dropped_ctrl_c(delay=0.05):
     which prints "Exception ignored" and a traceback. Within the block that
     report is silent, and a timer thread sends SIGINT to the process again
     after `delay` seconds, by when the collection has ended: the second
-    `KeyboardInterrupt` reaches the code that was running. Every other report
-    goes to the hook that was there before.
+    `KeyboardInterrupt` reaches the code that was running. A signal not yet
+    sent when the block ends (another press stopped it first) is not sent.
+    Every other report goes to the hook that was there before.
 
     Args:
         delay: float >= 0. Seconds before the signal is sent again.
@@ -41,6 +42,7 @@ def resend_dropped_ctrl_c(delay=0.05):
     if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not delay >= 0:
         raise ValueError(f"`delay` must be a number >= 0. Received: delay={delay!r}")
     previous = sys.unraisablehook
+    timers = []
 
     def hook(unraisable):
         if not issubclass(unraisable.exc_type, KeyboardInterrupt):
@@ -48,9 +50,12 @@ def resend_dropped_ctrl_c(delay=0.05):
         timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
         timer.daemon = True
         timer.start()
+        timers.append(timer)
 
     sys.unraisablehook = hook
     try:
         yield
     finally:
         sys.unraisablehook = previous
+        for timer in timers:
+            timer.cancel()

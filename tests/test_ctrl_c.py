@@ -47,6 +47,14 @@ def test_a_dropped_ctrl_c_is_sent_again_and_stops_the_work(python_sigint_handler
     assert sys.unraisablehook is hook  # restored
 
 
+def test_a_signal_not_yet_sent_when_the_block_ends_is_not_sent(python_sigint_handler, dropped):
+    with pytest.raises(KeyboardInterrupt):
+        with resend_dropped_ctrl_c(delay=0.3):
+            _press_during_a_collection()
+            raise KeyboardInterrupt  # a second press, before the first one is sent again
+    assert _work(0.6) >= 0.6  # no late signal interrupts what comes after
+
+
 def test_other_exceptions_python_drops_go_to_the_hook_that_was_there(dropped):
     class FailsWhenCollected:
         def __del__(self):
