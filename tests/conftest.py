@@ -1,3 +1,4 @@
+import gc
 import os
 import signal
 import sys
@@ -36,3 +37,24 @@ def dropped(monkeypatch):
     types = []
     monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: types.append(unraisable.exc_type))
     return types
+
+
+@pytest.fixture
+def press_during_a_collection():
+    """A function that presses Ctrl-C from a garbage-collection callback, as when the key comes while JAX's
+    runs: Python's own handler raises KeyboardInterrupt there, and Python drops it."""
+
+    def press_now():
+        def press(phase, info):
+            if phase == "start" and not pressed:
+                pressed.append(True)
+                signal.raise_signal(signal.SIGINT)
+
+        pressed = []
+        gc.callbacks.append(press)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(press)
+
+    return press_now

@@ -1,4 +1,3 @@
-import gc
 import signal
 import sys
 import time
@@ -9,18 +8,6 @@ from keras_attention import cli
 from keras_attention.ctrl_c import resend_dropped_ctrl_c
 
 
-def _press_during_a_collection():
-    """Ctrl-C from a garbage-collection callback, as when the key comes while JAX's runs: Python drops it."""
-
-    def press(phase, info):
-        if phase == "start":
-            gc.callbacks.remove(press)
-            signal.raise_signal(signal.SIGINT)
-
-    gc.callbacks.append(press)
-    gc.collect()
-
-
 def _work(seconds=5.0):
     """A command's work between two presses: Python bytecode for up to `seconds`; the seconds it ran."""
     start = time.monotonic()
@@ -29,28 +16,29 @@ def _work(seconds=5.0):
     return time.monotonic() - start
 
 
-def test_without_it_a_ctrl_c_during_a_collection_is_lost(python_sigint_handler, dropped):
-    _press_during_a_collection()
+def test_without_it_a_ctrl_c_during_a_collection_is_lost(python_sigint_handler, dropped, press_during_a_collection):
+    press_during_a_collection()
     assert _work(0.5) >= 0.5  # the work ran to its end
     assert dropped == [KeyboardInterrupt]
 
 
-def test_a_dropped_ctrl_c_is_sent_again_and_stops_the_work(python_sigint_handler, dropped):
+def test_a_dropped_ctrl_c_is_sent_again_and_stops_the_work(python_sigint_handler, dropped, press_during_a_collection):
     hook = sys.unraisablehook
     start = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         with resend_dropped_ctrl_c(delay=0.05):
-            _press_during_a_collection()
+            press_during_a_collection()
             _work(5.0)
     assert time.monotonic() - start < 4.0  # stopped by the second signal, not by the end of the work
     assert dropped == []  # nothing printed
     assert sys.unraisablehook is hook  # restored
 
 
-def test_a_signal_not_yet_sent_when_the_block_ends_is_not_sent(python_sigint_handler, dropped):
+def test_a_signal_not_yet_sent_when_the_block_ends_is_not_sent(python_sigint_handler, dropped,
+                                                               press_during_a_collection):
     with pytest.raises(KeyboardInterrupt):
         with resend_dropped_ctrl_c(delay=0.3):
-            _press_during_a_collection()
+            press_during_a_collection()
             raise KeyboardInterrupt  # a second press, before the first one is sent again
     assert _work(0.6) >= 0.6  # no late signal interrupts what comes after
 
@@ -71,9 +59,10 @@ def test_the_delay_is_checked():
             pass
 
 
-def test_the_command_line_stops_on_a_ctrl_c_python_dropped(python_sigint_handler, dropped, monkeypatch, capsys):
+def test_the_command_line_stops_on_a_ctrl_c_python_dropped(python_sigint_handler, dropped, press_during_a_collection,
+                                                           monkeypatch, capsys):
     def run(args):
-        _press_during_a_collection()
+        press_during_a_collection()
         _work(5.0)
         return 0
 

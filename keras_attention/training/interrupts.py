@@ -69,4 +69,3 @@ class CtrlC(keras.callbacks.Callback):
             raise KeyboardInterrupt
 
     on_train_batch_end = on_test_batch_end = on_epoch_end = _raise_if_pressed
-

@@ -1,4 +1,3 @@
-import gc
 import signal
 import threading
 
@@ -11,35 +10,19 @@ from keras_attention.training.interrupts import CtrlC
 STEPS = 6
 
 
-class _PressedDuringCollection:
-    """Presses Ctrl-C from a garbage-collection callback, as when the key comes while JAX's runs.
-
-    Python prints the KeyboardInterrupt the handler raises there as "Exception ignored" and drops it.
-    """
-
-    def __init__(self, at_batch):
-        self.at_batch = at_batch
-
-    def __call__(self, phase, info):
-        if phase == "start" and self.at_batch is not None:
-            self.at_batch = None
-            signal.raise_signal(signal.SIGINT)
-
-
 class _CollectAt(keras.callbacks.Callback):
-    def __init__(self, press):
+    """Calls `press` at the end of batch `at_batch`; counts the batches that ended."""
+
+    def __init__(self, at_batch, press):
         super().__init__()
+        self.at_batch = at_batch
         self.press = press
         self.batches = 0
 
     def on_train_batch_end(self, batch, logs=None):
         self.batches += 1
-        if batch == self.press.at_batch:
-            gc.callbacks.append(self.press)
-            try:
-                gc.collect()
-            finally:
-                gc.callbacks.remove(self.press)
+        if batch == self.at_batch:
+            self.press()
 
 
 def _model():
@@ -54,16 +37,17 @@ def _fit(callbacks, model=None):
     model.fit(x, x[:, :1], batch_size=1, epochs=1, callbacks=callbacks, verbose=0)
 
 
-def test_a_ctrl_c_python_drops_goes_unnoticed_without_it(python_sigint_handler, dropped):
+def test_a_ctrl_c_python_drops_goes_unnoticed_without_it(python_sigint_handler, dropped, press_during_a_collection):
     """The failure CtrlC is for, shown: the interrupt is lost and fit runs to its end."""
-    counter = _CollectAt(_PressedDuringCollection(at_batch=1))
+    counter = _CollectAt(1, press_during_a_collection)
     _fit([counter])
     assert dropped == [KeyboardInterrupt]
     assert counter.batches == STEPS
 
 
-def test_a_ctrl_c_during_a_collection_stops_fit_at_the_next_batch(python_sigint_handler, dropped):
-    counter = _CollectAt(_PressedDuringCollection(at_batch=1))
+def test_a_ctrl_c_during_a_collection_stops_fit_at_the_next_batch(python_sigint_handler, dropped,
+                                                                  press_during_a_collection):
+    counter = _CollectAt(1, press_during_a_collection)
     with pytest.raises(KeyboardInterrupt):
         with CtrlC() as ctrl_c:
             _fit([ctrl_c, counter])
