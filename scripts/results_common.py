@@ -16,10 +16,16 @@ def load(name):
         return json.load(f)
 
 
+def device_kind(device):
+    """A JSON's device in the provenance line: "CPU" for any CPU (its name is already in the machine's), else as
+    recorded ("GPU NVIDIA A100 x 2"). Benchmarks record "CPU", "/device:CPU:0" or "CPU (<machine>)"."""
+    return "CPU" if device.upper().startswith("CPU") or "DEVICE:CPU" in device.upper() else device
+
+
 def provenance(result, name, command):
     """When, where and how a JSON was measured, as far as the JSON records it."""
     if "date" in result and "machine" in result:
-        device = f" ({result['device']})" if "device" in result else ""
+        device = f" ({device_kind(result['device'])})" if "device" in result else ""
         at = f" at {result['commit']}" if "commit" in result else ""
         return (f"Measured on {result['date']}, {result['machine']}{device}, with `{result.get('command', command)}`"
                 f"{at}.")

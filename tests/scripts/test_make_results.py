@@ -192,6 +192,15 @@ def test_the_provenance_line_names_the_commit_when_the_json_has_one():
         "with `python scripts/benchmark_training.py` at abc1234.")
 
 
+def test_the_provenance_line_names_a_cpu_once_and_a_gpu_as_recorded():
+    figures = {"command": "python scripts/benchmark_training.py", "date": "2026-01-02", "machine": "AMD EPYC, 2 cores"}
+    for recorded in ("CPU (AMD EPYC, 2 cores)", "/device:CPU:0", "CPU"):
+        line = results_common.provenance({**figures, "device": recorded}, "training.json", "unused")
+        assert line.startswith("Measured on 2026-01-02, AMD EPYC, 2 cores (CPU), with"), recorded
+    line = results_common.provenance({**figures, "device": "GPU NVIDIA L4 x 2"}, "training.json", "unused")
+    assert line.startswith("Measured on 2026-01-02, AMD EPYC, 2 cores (GPU NVIDIA L4 x 2), with")
+
+
 def test_the_attention_table_says_whether_xla_compiled_the_same_program(tmp_path, monkeypatch):
     row = {"ours": {"seconds": 0.010, "memory_mib": 3.625}, "keras": {"seconds": 0.0099, "memory_mib": 3.625}}
     figures = {"command": "python scripts/benchmark_attention.py", "date": "2026-01-02", "machine": "a CPU",
