@@ -6,9 +6,11 @@ writing to `OUTPUT/<model>-<src>-<tgt>/`. A run that finished (its
 `backup/` folder (Keras `BackupAndRestore`), so the script can be killed and
 started again with the same command. After training, each run is scored on
 test_2016_flickr with greedy decoding, beam search (4 hypotheses, GNMT length
-penalty 0.6), and the average of the last epochs' checkpoints (Vaswani et al.
-2017, section 6.1) decoded both ways (a recipe in AVERAGE_COUNTS averages as
-many of them as score best on the validation set); scores missing from an older
+penalty 0.6; a recipe in LENGTH_PENALTIES uses the one of its penalties that
+scores best on the validation set), and the average of the last epochs'
+checkpoints (Vaswani et al. 2017, section 6.1) decoded both ways (a recipe in
+AVERAGE_COUNTS averages as many of them as score best on the validation set:
+the count is chosen first, then the penalty); scores missing from an older
 `results.json` are added the next time the script meets it. At the end it
 prints the table: BLEU (sacreBLEU, cased 13a, and lower-cased), chrF and the
 training time measured here. Copy a run's `results.json` to
