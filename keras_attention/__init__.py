@@ -7,6 +7,9 @@ __version__ = "0.3.0"
 DATA_ENV_VAR = "KERAS_ATTENTION_DATA"
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 
 # The public API, loaded on first use (PEP 562): `import keras_attention` stays
 # light (the command line parses its arguments before TensorFlow starts), while
@@ -30,6 +33,52 @@ def __getattr__(name):
         module = importlib.import_module(_NAMES[name])
         return getattr(module, "export" if name == "export_translator" else name)
     raise AttributeError(f"module 'keras_attention' has no attribute {name!r}")
+
+
+# The modules whose classes `.keras` files name (layers, models, losses, metrics,
+# schedules, optimizers); none of them imports TensorFlow.
+_SERIALIZABLE = (
+    "keras_attention.layers",
+    "keras_attention.models",
+    "keras_attention.training.losses",
+    "keras_attention.training.metrics",
+    "keras_attention.training.optimizers",
+    "keras_attention.training.schedules",
+)
+
+
+def _register_serializables():
+    for module in _SERIALIZABLE:
+        importlib.import_module(module)
+
+
+class _RegisterAfterKeras(importlib.abc.MetaPathFinder):
+    """Registers our classes as soon as Keras has loaded, so that `import
+    keras_attention` alone lets `keras.models.load_model` find them, while the
+    import itself stays light (the command line answers before Keras starts)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "keras":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_register(module):
+            exec_module(module)
+            del spec.loader.exec_module  # back to the loader's own method
+            _register_serializables()
+
+        spec.loader.exec_module = exec_then_register
+        return spec
+
+
+if "keras" in sys.modules:
+    _register_serializables()
+elif not any(isinstance(finder, _RegisterAfterKeras) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _RegisterAfterKeras())
 
 
 def __dir__():

@@ -1,14 +1,20 @@
 """The shared layer test harness: every public layer goes through `run_layer_test`.
 
-One call checks what every Keras layer of the library promises: the config
-round-trips, the layer runs eagerly and symbolically with the expected shapes,
-a model built on it takes a `fit` step that changes its weights, a `.keras`
-save and reload gives equal outputs, mixed precision gives low-precision
-outputs over float32 weights with no NaN or inf (masks included), and an XLA
-compiled call agrees with the eager one.
+One call checks what every Keras layer of the library promises, in the manner
+of Keras' own `run_layer_test`: the config round-trips; the layer runs eagerly
+and in a functional model with every output it was asked for (weights,
+caches), the symbolic outputs having the eager shapes and dtypes; a model built
+on it takes a `fit` step that changes its weights; a `.keras` save reloads with
+equal outputs here and in a fresh process that imported `keras_attention`
+alone; mixed precision gives low-precision outputs over float32 weights with no
+NaN or inf (masks included); and an XLA compiled call agrees with the eager one.
 """
 
+import atexit
 import os
+import subprocess
+import sys
+import tempfile
 
 import keras
 import numpy as np
@@ -68,15 +74,89 @@ def _as_tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
+def _flat(outputs):
+    return keras.tree.flatten(outputs)
+
+
 def _floats(outputs):
-    return [o for o in _as_tuple(outputs) if "float" in str(o.dtype)]
+    return [o for o in _flat(outputs) if "float" in str(o.dtype)]
 
 
 def _cast_inputs(data, dtype):
-    """Float arrays to `dtype`; integer and boolean arrays unchanged."""
+    """Float arrays to `dtype` tensors; integer and boolean arrays unchanged (pairs, such as caches, too)."""
+    def cast(v):
+        return ops.cast(v, dtype) if np.issubdtype(v.dtype, np.floating) else v
+
+    return {k: tuple(map(cast, v)) if isinstance(v, tuple) else cast(v) for k, v in data.items()}
+
+
+def _flat_inputs(data):
+    """`{name: array or (array, ...)}` -> `{name or name_i: array}`, the test model's named inputs."""
+    flat = {}
+    for name, value in data.items():
+        if isinstance(value, tuple):
+            flat.update({f"{name}_{i}": v for i, v in enumerate(value)})
+        else:
+            flat[name] = value
+    return flat
+
+
+def _nest_inputs(data, flat):
+    """The inverse of `_flat_inputs` for the tensors `flat`, in `data`'s structure."""
     return {
-        k: v.astype(dtype) if np.issubdtype(v.dtype, np.floating) else v for k, v in data.items()
+        name: tuple(flat[f"{name}_{i}"] for i in range(len(value))) if isinstance(value, tuple) else flat[name]
+        for name, value in data.items()
     }
+
+
+# Loads `.keras` files in a process that imported `keras_attention` and nothing else
+# of ours, as a user's script does: one process per test worker, fed folder names.
+_FRESH_LOADER = """
+import sys
+import keras_attention  # alone: the classes must be found without importing `layers`
+for line in sys.stdin:
+    folder, atol = line.split()
+    try:
+        import keras, numpy as np
+        model = keras.models.load_model(folder + "/model.keras")
+        inputs = dict(np.load(folder + "/inputs.npz"))
+        expected = np.load(folder + "/outputs.npz")
+        outputs = keras.tree.flatten(model(inputs))
+        assert len(outputs) == len(expected.files), (len(outputs), expected.files)
+        for i, output in enumerate(outputs):
+            np.testing.assert_allclose(keras.ops.convert_to_numpy(output), expected[f"o{i}"], atol=float(atol))
+        print("ok", flush=True)
+    except Exception as error:
+        print(type(error).__name__ + ": " + " ".join(str(error).split())[:3000], flush=True)
+"""
+_fresh = {}
+
+
+def load_in_fresh_process(folder, atol):
+    """Load `folder/model.keras` in the fresh process and compare its outputs; raise AssertionError if not equal."""
+    process = _fresh.get("process")
+    if process is None or process.poll() is not None:
+        _fresh["stderr"] = tempfile.TemporaryFile(mode="w+")
+        process = _fresh["process"] = subprocess.Popen(
+            [sys.executable, "-c", _FRESH_LOADER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=_fresh["stderr"], text=True, cwd=tempfile.gettempdir(),
+        )
+        atexit.register(process.kill)
+    process.stdin.write(f"{folder} {atol}\n")
+    process.stdin.flush()
+    answer = process.stdout.readline().strip()
+    if not answer:
+        _fresh["stderr"].seek(0)
+        raise AssertionError("the fresh process died: " + _fresh["stderr"].read()[-3000:])
+    assert answer == "ok", f"in a fresh process after `import keras_attention`: {answer}"
+
+
+def _save_for_a_fresh_process(model, flat_data, outputs, folder):
+    os.makedirs(folder, exist_ok=True)
+    model.save(os.path.join(folder, "model.keras"))
+    np.savez(os.path.join(folder, "inputs.npz"), **flat_data)
+    np.savez(os.path.join(folder, "outputs.npz"),
+             **{f"o{i}": ops.convert_to_numpy(o) for i, o in enumerate(_flat(outputs))})
 
 
 def run_layer_test(
@@ -87,6 +167,7 @@ def run_layer_test(
     call_kwargs=None,
     tmp_path=None,
     expect_trainable_weights=True,
+    run_fit=True,
     run_mixed_precision=True,
     run_jit=True,
     atol=1e-5,
@@ -97,13 +178,16 @@ def run_layer_test(
         layer_cls: the layer class.
         init_kwargs: dict of constructor arguments.
         input_data: dict of call argument name -> NumPy array (the batch axis
-            first). Every entry becomes a `keras.Input` of the test model, so
-            masks may be passed here too.
+            first), or a tuple of arrays (a cache). Every array becomes a
+            `keras.Input` of the test model, so masks may be passed here too.
         expected_output_shape: a shape, or a tuple of shapes for layers that
-            return several tensors, with the concrete batch size.
+            return several tensors (a cache pair's two shapes in order), with
+            the concrete batch size.
         call_kwargs: dict of non-tensor call arguments.
-        tmp_path: folder for the `.keras` file.
+        tmp_path: folder for the `.keras` files; without it nothing is saved.
         expect_trainable_weights: whether a fit step must change weights.
+        run_fit: False for a call that writes a cache: TensorFlow cannot
+            differentiate its in-place write (decoding never trains).
         run_mixed_precision, run_jit: switch parts off for a layer that cannot
             support them (none of ours should).
         atol: tolerance for reload and XLA comparisons.
@@ -127,48 +211,55 @@ def run_layer_test(
     assert clone.get_config() == config
 
     # 2. Eager call.
-    outputs = _as_tuple(layer(**input_data, **call_kwargs))
-    assert tuple(tuple(o.shape) for o in outputs) == expected, (
-        f"eager output shapes {[tuple(o.shape) for o in outputs]} != {expected}"
+    eager = _flat(layer(**input_data, **call_kwargs))
+    assert tuple(tuple(o.shape) for o in eager) == expected, (
+        f"eager output shapes {[tuple(o.shape) for o in eager]} != {expected}"
     )
 
-    # 3. Symbolic call in a functional model.
+    # 3. Symbolic call in a functional model, every output kept: the symbolic
+    # outputs (`compute_output_spec`) have the eager shapes and dtypes.
+    flat_data = _flat_inputs(input_data)
     inputs = {
         name: keras.Input(shape=arr.shape[1:], dtype=str(arr.dtype), name=name)
-        for name, arr in input_data.items()
+        for name, arr in flat_data.items()
     }
     symbolic_layer = layer_cls(**init_kwargs)
-    symbolic = _as_tuple(symbolic_layer(**inputs, **call_kwargs))
-    assert tuple(tuple(o.shape)[1:] for o in symbolic) == tuple(s[1:] for s in expected)
-    model = keras.Model(inputs, symbolic[0])
+    symbolic = _flat(symbolic_layer(**_nest_inputs(input_data, inputs), **call_kwargs))
+    assert [tuple(o.shape)[1:] for o in symbolic] == [s[1:] for s in expected], (
+        f"symbolic shapes {[tuple(o.shape) for o in symbolic]} != eager {expected}"
+    )
+    assert [keras.backend.standardize_dtype(o.dtype) for o in symbolic] == [
+        keras.backend.standardize_dtype(o.dtype) for o in eager
+    ], "symbolic dtypes differ from the eager ones"
+    model = keras.Model(inputs, symbolic)
 
     # 4. One fit step changes the weights and gives a finite loss.
-    if expect_trainable_weights:
+    if expect_trainable_weights and run_fit:
         assert symbolic_layer.trainable_weights, "the layer has no trainable weights"
         before = [w.numpy().copy() for w in symbolic_layer.trainable_weights]
-        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+        first = keras.Model(inputs, symbolic[0])
+        first.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
         target = np.random.default_rng(0).normal(size=expected[0]).astype("float32")
-        history = model.fit(input_data, target, batch_size=expected[0][0], epochs=1, verbose=0)
+        history = first.fit(flat_data, target, batch_size=expected[0][0], epochs=1, verbose=0)
         assert np.isfinite(history.history["loss"][0])
         after = [w.numpy() for w in symbolic_layer.trainable_weights]
         assert any(not np.allclose(b, a) for b, a in zip(before, after)), "fit changed nothing"
 
-    # 5. .keras save and reload gives equal outputs.
+    # 5. .keras save and reload gives equal outputs, here and in a fresh process.
     if tmp_path is not None:
-        path = os.path.join(str(tmp_path), f"{layer_cls.__name__}.keras")
-        model.save(path)
-        reloaded = keras.models.load_model(path)
-        np.testing.assert_allclose(
-            ops.convert_to_numpy(reloaded(input_data)),
-            ops.convert_to_numpy(model(input_data)),
-            atol=atol,
-        )
+        outputs = model(flat_data)
+        folder = os.path.join(str(tmp_path), f"{layer_cls.__name__}_saved")
+        _save_for_a_fresh_process(model, flat_data, outputs, folder)
+        reloaded = keras.models.load_model(os.path.join(folder, "model.keras"))
+        for got, want in zip(_flat(reloaded(flat_data)), _flat(outputs)):
+            np.testing.assert_allclose(ops.convert_to_numpy(got), ops.convert_to_numpy(want), atol=atol)
+        load_in_fresh_process(folder, atol)
 
     # 6. Mixed precision: low-precision outputs, float32 weights, all finite.
     if run_mixed_precision:
         for policy, compute in (("mixed_float16", "float16"), ("mixed_bfloat16", "bfloat16")):
             mixed = layer_cls(**init_kwargs, dtype=policy)
-            out = _as_tuple(mixed(**input_data, **call_kwargs))
+            out = mixed(**_cast_inputs(input_data, compute), **call_kwargs)
             for w in mixed.weights:
                 if "float" in str(w.dtype):
                     assert w.dtype == "float32", f"{policy}: weight {w.path} is {w.dtype}"
@@ -182,8 +273,8 @@ def run_layer_test(
     # 7. XLA: a jit-compiled call agrees with the eager call.
     if run_jit:
         eager = _floats(layer(**input_data, **call_kwargs))
-        tensors = {k: ops.convert_to_tensor(v) for k, v in input_data.items()}
-        compiled = jit_compile(lambda kw: layer(**kw, **call_kwargs))
+        tensors = {k: ops.convert_to_tensor(v) for k, v in flat_data.items()}
+        compiled = jit_compile(lambda kw: layer(**_nest_inputs(input_data, kw), **call_kwargs))
         for e, c in zip(eager, _floats(compiled(tensors))):
             np.testing.assert_allclose(
                 ops.convert_to_numpy(c), ops.convert_to_numpy(e), atol=max(atol, 1e-5), rtol=1e-5

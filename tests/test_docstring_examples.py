@@ -10,6 +10,8 @@ import doctest
 import importlib
 import pathlib
 
+import keras
+import numpy as np
 import pytest
 
 import keras_attention
@@ -46,3 +48,27 @@ def test_the_readme_tour_of_the_layers_runs_with_the_shapes_it_states():
     assert tuple(context.shape) == (2, 5, 8) and tuple(weights.shape) == (2, 5, 5)
     assert tuple(scope["y"].shape) == (2, 6, 32) and tuple(scope["scores"].shape) == (2, 4, 6, 6)
     assert tuple(scope["out"].shape) == (1, 3, 32)
+    # Its functional model gives the context and the weights of every decoder step.
+    encoder_states = np.random.default_rng(0).normal(size=(2, 9, 32)).astype("float32")
+    context, weights = scope["aligner"].predict([encoder_states[:, :4], encoder_states], verbose=0)
+    assert context.shape == (2, 4, 32) and weights.shape == (2, 4, 9)
+
+
+def test_the_layers_page_functional_models_run_save_and_reload(tmp_path, monkeypatch):
+    page = (PACKAGE.parent / "docs" / "layers.md").read_text(encoding="utf-8")
+    block = page.split("## In your own functional models", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    scope = {}
+    exec(compile(block, "docs/layers.md: In your own functional models", "exec"), scope)
+    data = np.random.default_rng(0)
+    encoder_states = data.normal(size=(2, 7, 32)).astype("float32")
+    context, alignment = scope["aligner"].predict([encoder_states[:, :3], encoder_states], verbose=0)
+    assert context.shape == (2, 3, 32) and alignment.shape == (2, 3, 7)
+    np.testing.assert_allclose(alignment.sum(-1), 1.0, atol=1e-5)
+    ids = np.array([[5, 17, 3, 0, 0], [8, 2, 9, 4, 1]])
+    label, scores = scope["classifier"].predict(ids, verbose=0)
+    assert label.shape == (2, 2) and scores.shape == (2, 4, 5, 5)
+    np.testing.assert_array_equal(scores[0, :, :3, 3:], 0.0)  # the padding gets no attention
+    reloaded = keras.models.load_model(tmp_path / "classifier.keras")
+    for got, want in zip(reloaded.predict(ids, verbose=0), (label, scores)):
+        np.testing.assert_allclose(got, want, atol=1e-6)

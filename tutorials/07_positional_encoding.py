@@ -145,7 +145,7 @@ fig.savefig(figure_path("07_position_similarity.png"), dpi=100)
 # %% [markdown]
 # ## The Transformer's input layer
 #
-# `layers.PositionalEmbedding(vocab_size, d_model)` looks up the token vectors,
+# `layers.PositionalEmbedding(vocab_size=..., d_model=...)` looks up the token vectors,
 # multiplies them by $\sqrt{d_\text{model}}$ (section 3.4) and adds the encoding. With
 # `mask_zero=True`, id 0 is padding and the layer passes a mask on to the attention
 # layers. `position="learned"` trains a table of position vectors instead; the paper

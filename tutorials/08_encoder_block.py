@@ -132,7 +132,7 @@ def stack_norms(normalize_first, depth=6):
     h = keras.random.normal((4, 10, d_model), seed=2)
     norms = [float(keras.ops.mean(keras.ops.norm(h, axis=-1)))]
     for _ in range(depth):
-        h = layers.TransformerEncoder(4, 4 * d_model, normalize_first=normalize_first)(h)
+        h = layers.TransformerEncoder(num_heads=4, intermediate_dim=4 * d_model, normalize_first=normalize_first)(h)
         norms.append(float(keras.ops.mean(keras.ops.norm(h, axis=-1))))
     return norms
 
@@ -207,8 +207,8 @@ print(f"parameters: layer {base_block.count_params():,}, formula {formula:,}; "
 # 1. Rebuild a *pre-norm* block by hand:
 #    $y = x + \operatorname{Attn}(\operatorname{LN}_1(x))$, then
 #    $y + \operatorname{FFN}(\operatorname{LN}_2(y))$. *Hint:*
-#    `layers.TransformerEncoder(4, 4 * d_model, normalize_first=True)`; the sub-layers have the
-#    same names as in the post-norm block.
+#    `layers.TransformerEncoder(num_heads=4, intermediate_dim=4 * d_model, normalize_first=True)`; the
+#    sub-layers have the same names as in the post-norm block.
 # 2. Work out the parameters of one block of the library's `small` preset
 #    ($d_\text{model} = 256$, $d_\text{ff} = 1024$) with the formula, then check it with a layer.
 # 3. Make a block with `dropout=0.1` and call it twice on the same input with `training=True`,
@@ -226,7 +226,7 @@ print(f"parameters: layer {base_block.count_params():,}, formula {formula:,}; "
 # <details><summary>1. Pre-norm by hand</summary>
 #
 # ```python
-# pre = layers.TransformerEncoder(4, 4 * d_model, normalize_first=True)
+# pre = layers.TransformerEncoder(num_heads=4, intermediate_dim=4 * d_model, normalize_first=True)
 # y_pre = pre(x, padding_mask=padding_mask)
 # a = pre.self_attention(pre.self_attention_norm(x), pre.self_attention_norm(x), value_mask=padding_mask)
 # h = x + a

@@ -148,18 +148,18 @@ class HandmadeTransformer(keras.Model):
                  dropout, max_length, **kwargs):
         super().__init__(**kwargs)
         start = keras.initializers.RandomNormal(stddev=d_model**-0.5)
-        self.source_embedding = layers.PositionalEmbedding(source_vocab, d_model, max_length=max_length,
-                                                           mask_zero=True, embeddings_initializer=start)
-        self.target_embedding = layers.PositionalEmbedding(target_vocab, d_model, max_length=max_length,
-                                                           mask_zero=True, embeddings_initializer=start)
+        self.source_embedding = layers.PositionalEmbedding(vocab_size=source_vocab, d_model=d_model,
+                                                           max_length=max_length, mask_zero=True,
+                                                           embeddings_initializer=start)
+        self.target_embedding = layers.PositionalEmbedding(vocab_size=target_vocab, d_model=d_model,
+                                                           max_length=max_length, mask_zero=True,
+                                                           embeddings_initializer=start)
         self.embedding_dropout = keras.layers.Dropout(dropout)
         attention_start = models.headwise_glorot_uniform()  # small attention kernels, as models.Transformer
-        self.encoder_blocks = [layers.TransformerEncoder(num_heads, intermediate_dim, dropout=dropout,
-                                                         attention_kernel_initializer=attention_start)
-                               for _ in range(num_layers)]
-        self.decoder_blocks = [layers.TransformerDecoder(num_heads, intermediate_dim, dropout=dropout,
-                                                         attention_kernel_initializer=attention_start)
-                               for _ in range(num_layers)]
+        block = dict(num_heads=num_heads, intermediate_dim=intermediate_dim, dropout=dropout,
+                     attention_kernel_initializer=attention_start)
+        self.encoder_blocks = [layers.TransformerEncoder(**block) for _ in range(num_layers)]
+        self.decoder_blocks = [layers.TransformerDecoder(**block) for _ in range(num_layers)]
 
     def call(self, inputs, training=None):
         source_ids, target_in = inputs  # (B, S), (B, T)

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attention.layers import attention_ops
+from keras_attention.layers.validation import check_mask
 
 
 class AlignmentAttention(keras.layers.Layer):
@@ -72,6 +73,7 @@ class AlignmentAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
+        check_mask("value_mask", value_mask, tuple(value.shape[:2]))
         single_step = len(query.shape) == 2
         if single_step:
             query = ops.expand_dims(query, 1)  # (B, 1, d_q)
@@ -88,3 +90,12 @@ class AlignmentAttention(keras.layers.Layer):
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         return tuple(query_shape[:-1]) + (value_shape[-1],)
+
+    def compute_output_spec(self, query, value, key=None, value_mask=None, projected_keys=None,
+                            return_attention_scores=False, training=None):
+        """Symbolic outputs: the context and, if asked, the weights `(B, [T_q,] T_v)`."""
+        context = keras.KerasTensor(self.compute_output_shape(query.shape, value.shape), dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return context
+        weights = keras.KerasTensor(tuple(query.shape[:-1]) + (value.shape[1],), dtype=self.compute_dtype)
+        return context, weights

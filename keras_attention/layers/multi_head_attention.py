@@ -1,11 +1,12 @@
 """Multi-head attention with a decoding cache (Vaswani et al., 2017, section 3.2.2)."""
 
 import keras
+import numpy as np
 from keras import ops
 from keras.src.backend import set_keras_mask
 
 from keras_attention.layers import attention_ops
-from keras_attention.layers.validation import check_rate
+from keras_attention.layers.validation import check_mask, check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -31,10 +32,17 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
       position of the first new token) the new tokens' keys and values are
       written into the cache and the updated cache is returned; with
       `use_causal_mask=True` the causal mask is offset by that index, so a
-      step-by-step pass gives the numbers of a full pass. Without
-      `cache_update_index` the cache is read as it is. The cache is
-      head-major, `(B, N, T, H)`: the layout the attention products read,
-      so a decoding step reads it in place instead of transposing it.
+      step-by-step pass gives the numbers of a full pass; without it the
+      new tokens attend to every filled slot (never to the empty ones after
+      them). Padding masks are honoured while the cache is filled: a
+      `(B, T_new)` mask covers the new tokens' slots (earlier slots count as
+      real), a `(B, T_max)` mask covers the whole cache, which keeps a padded
+      prompt's slots hidden in every later step. The index must leave room
+      for the new tokens (`0 <= index <= T_max - T_new`); a value known when
+      the call is traced is checked. Without `cache_update_index` the cache
+      is read as it is. The cache is head-major, `(B, N, T, H)`: the layout
+      the attention products read, so a decoding step reads it in place
+      instead of transposing it.
     - The softmax of the explicit path runs in float32 under mixed precision
       (Keras' runs in the compute dtype), as the fused path already does.
 
@@ -52,8 +60,10 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         value: `(B, T_v, d_v)`.
         key: `(B, T_v, d_k)`. Defaults to `value`.
         query_mask, value_mask, key_mask: boolean `(B, T)` padding masks;
-            filled in from Keras masks when not given.
-        attention_mask: boolean `(B, T_q, T_v)`, True where attention is allowed.
+            filled in from Keras masks when not given. While a cache is
+            filled, `(B, T_new)` or `(B, T_max)` (see above).
+        attention_mask: boolean `(B, T_q, T_k)`, True where attention is
+            allowed; `T_k` is `T_v`, or the cache length with a cache.
         use_causal_mask: bool. Query `i` attends to keys `j <= i` only.
         return_attention_scores: bool. Also return the weights `(B, N, T_q, T_v)`.
         cache: a `(keys, values)` pair, each `(B, N, T_max, H)`, or None.
@@ -161,6 +171,33 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                 f"`compute_cache` return them. Received: {received}"
             )
 
+    def _check_cache_index(self, index, new_length, cache_length):
+        """One error for an index that leaves no room for the new tokens, on every backend."""
+        index = _static_int(index)
+        if index is None or None in (new_length, cache_length):
+            return  # traced: the program that feeds the index keeps it in range
+        if not 0 <= index <= cache_length - new_length:
+            raise ValueError(
+                f"`cache_update_index` must be in [0, {cache_length - new_length}]: {new_length} new "
+                f"token(s) in a cache of {cache_length} slots. Received: cache_update_index={index}"
+            )
+
+    def compute_output_spec(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
+                            attention_mask=None, return_attention_scores=False, training=None,
+                            use_causal_mask=False, cache=None, cache_update_index=None):
+        """Symbolic outputs in `call`'s order: output, weights `(B, N, T_q, T_k)`, cache."""
+        key = value if key is None else key
+        output = keras.KerasTensor(self.compute_output_shape(query.shape, value.shape, key.shape),
+                                   dtype=self.compute_dtype)
+        outputs = (output,)
+        if return_attention_scores:
+            keys_length = key.shape[1] if cache is None else cache[0].shape[2]
+            outputs += (keras.KerasTensor((query.shape[0], self.num_heads, query.shape[1], keys_length),
+                                          dtype=self.compute_dtype),)
+        if cache is not None:
+            outputs += (tuple(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache),)
+        return outputs[0] if len(outputs) == 1 else outputs
+
     # Forward -------------------------------------------------------------------
 
     def call(
@@ -178,6 +215,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         cache=None,
         cache_update_index=None,
     ):
+        self._check_masks(query, value, key, query_mask, value_mask, key_mask, attention_mask, cache)
         if query_mask is not None:
             # Keras' layer reads the query mask from the query's Keras mask
             # only; one passed by hand masks the query rows the same way.
@@ -205,6 +243,23 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             return_attention_scores, training, use_causal_mask, cache, cache_update_index,
         )
 
+    def _check_masks(self, query, value, key, query_mask, value_mask, key_mask, attention_mask, cache):
+        batch, query_length = query.shape[0], query.shape[1]
+        keys_length = (value if key is None else key).shape[1]
+        check_mask("query_mask", query_mask, (batch, query_length))
+        if cache is None:
+            check_mask("value_mask", value_mask, (batch, keys_length))
+            check_mask("key_mask", key_mask, (batch, keys_length))
+            check_mask("attention_mask", attention_mask, (batch, query_length, keys_length))
+            return
+        self._check_cache(cache)
+        cache_length = cache[0].shape[2]
+        for name, mask in (("value_mask", value_mask), ("key_mask", key_mask)):
+            if mask is not None and len(mask.shape) == 2 and mask.shape[1] == cache_length:
+                keys_length = cache_length  # a mask over the whole cache
+            check_mask(name, mask, (batch, keys_length))
+        check_mask("attention_mask", attention_mask, (batch, query_length, cache_length))
+
     def _call_with_cache(
         self, query, value, key, value_mask, key_mask, attention_mask,
         return_attention_scores, training, use_causal_mask, cache, cache_update_index,
@@ -218,6 +273,8 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             keys, values = cache  # (B, N, T_k, H) each, projected once
         else:
             self._check_cacheable()
+            new_length, cache_length = ops.shape(key)[1], ops.shape(cache[0])[2]  # static where known
+            self._check_cache_index(cache_update_index, key.shape[1], cache[0].shape[2])
             new_keys = _heads_first(ops.cast(self._key_dense(key), cache[0].dtype))  # (B, N, T_new, H)
             new_values = _heads_first(ops.cast(self._value_dense(value), cache[1].dtype))
             start = [0, 0, cache_update_index, 0]
@@ -225,9 +282,12 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             values = ops.slice_update(cache[1], start, new_values)
             cache = (keys, values)
             offset = cache_update_index
-            # The padding masks describe the new tokens only; the cache slots
-            # after them are hidden by the causal mask.
-            value_mask = key_mask = None
+            value_mask, key_mask = (
+                _over_cache(mask, cache_update_index, new_length, cache_length) for mask in (value_mask, key_mask)
+            )
+            if not use_causal_mask:  # the slots after the new tokens are empty
+                filled = ops.arange(cache_length) < cache_update_index + new_length  # (T_max,)
+                attention_mask = attention_ops.combine_masks(attention_mask, filled[None, None, :])
         query = self._query_dense(query)  # (B, T_q, N, H)
         mask = attention_ops.combine_masks(
             attention_mask,
@@ -250,6 +310,27 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         weights = self._dropout_layer(scores, training=training) if self._dropout > 0.0 else scores
         output = ops.einsum("bnqk,bnkh->bqnh", weights, values)  # (B, T_q, N, H)
         return output, scores
+
+
+def _over_cache(mask, index, new_length, cache_length):
+    """A `(B, T_new)` mask of the new tokens -> `(B, T_max)` over the cache (True elsewhere); a
+    `(B, T_max)` mask as it is."""
+    if mask is None or (mask.shape[1] is not None and mask.shape[1] == cache_length):
+        return mask
+    slots = ops.arange(cache_length)  # (T_max,)
+    inside = ops.logical_and(slots >= index, slots < index + new_length)
+    new = ops.take(ops.cast(mask, "bool"), ops.clip(slots - index, 0, new_length - 1), axis=1)  # (B, T_max)
+    return ops.logical_or(new, ops.logical_not(inside)[None, :])
+
+
+def _static_int(x):
+    """`x` as a Python int when its value is known now, None inside a traced program."""
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    try:
+        return int(ops.convert_to_numpy(x))
+    except (NotImplementedError, TypeError, ValueError):  # a graph tensor, a JAX tracer, a KerasTensor
+        return None
 
 
 def _heads_first(x):

@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from keras_attention.layers.sinusoidal_position_encoding import sinusoidal_table
-from keras_attention.layers.validation import check_choice, check_positive_int
+from keras_attention.layers.validation import check_choice, check_positive_int, check_token_ids, refuse_positional
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -27,8 +27,9 @@ class PositionalEmbedding(keras.layers.Layer):
     Args:
         vocab_size: int. Number of token ids.
         d_model: int. Embedding size.
-        max_length: int. Longest sequence for learned positions (and a
-            documented limit for sinusoidal ones). Defaults to 512.
+        max_length: int. Longest sequence, for both kinds of positions: a
+            longer input (or `start_index` past it) raises a ValueError where
+            the length is known when the call is traced. Defaults to 512.
         position: `"sinusoidal"` or `"learned"`. Defaults to `"sinusoidal"`.
         scale: bool. Multiply token embeddings by sqrt(d_model). Defaults to True.
         mask_zero: bool. Treat id 0 as padding and emit a mask. Defaults to False.
@@ -36,8 +37,11 @@ class PositionalEmbedding(keras.layers.Layer):
             `"uniform"` (Keras' `Embedding` default).
         **kwargs: standard layer arguments.
 
+    The arguments are keywords only: keras-hub's `TokenAndPositionEmbedding`
+    takes `(vocabulary_size, sequence_length, embedding_dim)` by position.
+
     Call arguments:
-        inputs: int tensor `(B, T)` of token ids.
+        inputs: int tensor `(B, T)` of token ids (a float tensor is refused).
         start_index: int or scalar int tensor: position of the first token,
             for step-by-step decoding. Defaults to 0.
 
@@ -54,8 +58,9 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def __init__(
         self,
-        vocab_size,
-        d_model,
+        *args,
+        vocab_size=None,
+        d_model=None,
         max_length=512,
         position="sinusoidal",
         scale=True,
@@ -63,6 +68,8 @@ class PositionalEmbedding(keras.layers.Layer):
         embeddings_initializer="uniform",
         **kwargs,
     ):
+        # keras-hub's embeddings take (vocabulary_size, sequence_length, ...): keywords only, no mix-up.
+        refuse_positional("PositionalEmbedding", args, ("vocab_size", "d_model"))
         super().__init__(**kwargs)
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.d_model = check_positive_int("d_model", d_model)
@@ -72,8 +79,8 @@ class PositionalEmbedding(keras.layers.Layer):
         self.mask_zero = bool(mask_zero)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         self.token_embedding = keras.layers.Embedding(
-            vocab_size,
-            d_model,
+            self.vocab_size,
+            self.d_model,
             embeddings_initializer=self.embeddings_initializer,
             mask_zero=mask_zero,
             dtype=self.dtype_policy,
@@ -93,12 +100,13 @@ class PositionalEmbedding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, start_index=0):
+        check_token_ids("inputs", inputs)
         length = inputs.shape[-1]
         if isinstance(length, int) and isinstance(start_index, int):
-            if start_index + length > self.max_length and self.position == "learned":
+            if start_index + length > self.max_length:
                 raise ValueError(
                     f"The sequence is longer than `max_length`={self.max_length} "
-                    f"learned positions. Received: inputs.shape={tuple(inputs.shape)}, "
+                    f"positions. Received: inputs.shape={tuple(inputs.shape)}, "
                     f"start_index={start_index}"
                 )
         x = self.token_embedding(inputs)  # (B, T, d)

@@ -4,7 +4,7 @@ import keras
 from keras.src.backend import get_keras_mask
 
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
-from keras_attention.layers.validation import check_positive_int, check_rate
+from keras_attention.layers.validation import check_positive_int, check_rate, refuse_positional
 
 
 def keras_mask_of(x):
@@ -30,8 +30,9 @@ class TransformerBlock(keras.layers.Layer):
 
     def __init__(
         self,
-        num_heads,
-        intermediate_dim,
+        *args,
+        num_heads=None,
+        intermediate_dim=None,
         dropout=0.0,
         attention_dropout=0.0,
         activation="relu",
@@ -42,6 +43,8 @@ class TransformerBlock(keras.layers.Layer):
         attention_kernel_initializer=None,
         **kwargs,
     ):
+        # keras-hub's blocks take (intermediate_dim, num_heads) in that order: keywords only, no mix-up.
+        refuse_positional(type(self).__name__, args, ("num_heads", "intermediate_dim"))
         super().__init__(**kwargs)
         self.num_heads = check_positive_int("num_heads", num_heads)
         self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
@@ -125,12 +128,12 @@ class TransformerBlock(keras.layers.Layer):
         """The blocks keep their input's shape, `(B, T, d_model)`."""
         return tuple(inputs_shape)
 
-    def _output_spec(self, sequence, keys=None, return_attention_scores=False, cache=None):
+    def _output_spec(self, sequence, keys_length=None, return_attention_scores=False, cache=None):
         """Symbolic outputs: `(B, T, d)`, the weights `(B, N, T, T_k)` if asked, the cache if given."""
         spec = (keras.KerasTensor(self.compute_output_shape(sequence.shape), dtype=self.compute_dtype),)
         if return_attention_scores:
             batch, length = sequence.shape[0], sequence.shape[1]
-            spec += (keras.KerasTensor((batch, self.num_heads, length, keys.shape[1]), dtype=self.compute_dtype),)
+            spec += (keras.KerasTensor((batch, self.num_heads, length, keys_length), dtype=self.compute_dtype),)
         if cache is not None:
             spec += (tuple(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache),)
         return spec[0] if len(spec) == 1 else spec

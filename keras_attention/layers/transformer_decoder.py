@@ -3,6 +3,7 @@
 import keras
 
 from keras_attention.layers.transformer_block import TransformerBlock, keras_mask_of
+from keras_attention.layers.validation import check_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -27,7 +28,8 @@ class TransformerDecoder(TransformerBlock):
     `cross_attention_cache`. Each step costs one position, and the outputs
     equal those of a full pass over the whole prefix.
 
-    Args:
+    Args (keywords only, as keras-hub's `TransformerDecoder` takes
+    `intermediate_dim` first):
         num_heads: int. Heads in both attention sublayers; must divide d_model.
         intermediate_dim: int. Hidden size of the feed-forward network (d_ff).
         dropout: float. Dropout on each sublayer's output (P_drop). Defaults to 0.
@@ -47,7 +49,9 @@ class TransformerDecoder(TransformerBlock):
         decoder_sequence: `(B, T, d_model)`, the embedded target prefix.
         encoder_sequence: `(B, S, d_model)`, the encoder output, or None.
         decoder_padding_mask: boolean `(B, T)`. Defaults to the Keras mask of
-            `decoder_sequence`. Ignored while decoding with a cache.
+            `decoder_sequence`. While a cache is filled, `(B, T)` covers the
+            new tokens and `(B, T_max)` the whole cache (which keeps a padded
+            prompt hidden in later steps), as in `MultiHeadAttention`.
         encoder_padding_mask: boolean `(B, S)`. Defaults to the Keras mask of
             `encoder_sequence`.
         decoder_attention_mask: boolean `(B, T, T_k)`, True where a decoder
@@ -117,16 +121,34 @@ class TransformerDecoder(TransformerBlock):
         return_self_attention_scores=False,
         **kwargs,
     ):
-        keys = encoder_sequence if cross_attention_cache is None else cross_attention_cache[0]
-        spec = self._output_spec(decoder_sequence, keys, return_attention_scores, self_attention_cache)
+        keys_length = None
+        if cross_attention_cache is not None:
+            keys_length = cross_attention_cache[0].shape[2]
+        elif encoder_sequence is not None:
+            keys_length = encoder_sequence.shape[1]
+        spec = self._output_spec(decoder_sequence, keys_length, return_attention_scores, self_attention_cache)
         if not return_self_attention_scores:
             return spec
         spec = spec if isinstance(spec, tuple) else (spec,)
         batch, length = decoder_sequence.shape[0], decoder_sequence.shape[1]
-        keys_length = length if self_attention_cache is None else self_attention_cache[0].shape[1]
+        keys_length = length if self_attention_cache is None else self_attention_cache[0].shape[2]
         weights = keras.KerasTensor((batch, self.num_heads, length, keys_length), dtype=self.compute_dtype)
         cut = 1 + bool(return_attention_scores)  # after the outputs and the cross-attention weights
         return spec[:cut] + (weights,) + spec[cut:]
+
+    def _check_masks(self, decoder_sequence, encoder_sequence, decoder_padding_mask, encoder_padding_mask,
+                     decoder_attention_mask, self_attention_cache, cross_attention_cache):
+        batch, length = decoder_sequence.shape[0], decoder_sequence.shape[1]
+        keys_length = length if self_attention_cache is None else self_attention_cache[0].shape[2]
+        padding_length = length
+        if decoder_padding_mask is not None and len(decoder_padding_mask.shape) == 2:
+            if decoder_padding_mask.shape[1] == keys_length:  # a mask over the whole cache
+                padding_length = keys_length
+        check_mask("decoder_padding_mask", decoder_padding_mask, (batch, padding_length))
+        check_mask("decoder_attention_mask", decoder_attention_mask, (batch, length, keys_length))
+        source = encoder_sequence.shape[1] if encoder_sequence is not None else (
+            cross_attention_cache[0].shape[2] if cross_attention_cache is not None else None)
+        check_mask("encoder_padding_mask", encoder_padding_mask, (batch, source))
 
     def call(
         self,
@@ -151,6 +173,8 @@ class TransformerDecoder(TransformerBlock):
                 f"{'None' if encoder_sequence is None else tuple(encoder_sequence.shape)}, "
                 f"built with cross-attention: {self.cross_attention is not None}"
             )
+        self._check_masks(decoder_sequence, encoder_sequence, decoder_padding_mask, encoder_padding_mask,
+                          decoder_attention_mask, self_attention_cache, cross_attention_cache)
         if decoder_padding_mask is None:
             decoder_padding_mask = keras_mask_of(decoder_sequence)
         if encoder_padding_mask is None and encoder_sequence is not None:

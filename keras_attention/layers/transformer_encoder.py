@@ -3,6 +3,7 @@
 import keras
 
 from keras_attention.layers.transformer_block import TransformerBlock, keras_mask_of
+from keras_attention.layers.validation import check_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -22,7 +23,8 @@ class TransformerEncoder(TransformerBlock):
     tensor that carries a Keras mask (e.g. from `PositionalEmbedding` with
     `mask_zero=True`). The output keeps the input's mask.
 
-    Args:
+    Args (keywords only, as keras-hub's `TransformerEncoder` takes
+    `intermediate_dim` first):
         num_heads: int. Number of attention heads; must divide d_model.
         intermediate_dim: int. Hidden size of the feed-forward network (d_ff).
         dropout: float. Dropout on each sublayer's output before the residual
@@ -69,7 +71,7 @@ class TransformerEncoder(TransformerBlock):
 
     def compute_output_spec(self, inputs, padding_mask=None, attention_mask=None, return_attention_scores=False,
                             training=None):
-        return self._output_spec(inputs, inputs, return_attention_scores)
+        return self._output_spec(inputs, inputs.shape[1], return_attention_scores)
 
     def call(
         self,
@@ -79,6 +81,9 @@ class TransformerEncoder(TransformerBlock):
         return_attention_scores=False,
         training=None,
     ):
+        batch, length = inputs.shape[0], inputs.shape[1]
+        check_mask("padding_mask", padding_mask, (batch, length))
+        check_mask("attention_mask", attention_mask, (batch, length, length))
         if padding_mask is None:
             padding_mask = keras_mask_of(inputs)
 

@@ -1,5 +1,8 @@
 """Argument checks whose errors name the argument and the value received."""
 
+import keras
+from keras.src.backend.common.symbolic_scope import in_symbolic_scope
+
 
 def check_positive_int(name, value):
     """Return `value` if it is an int >= 1, else raise ValueError naming it."""
@@ -52,4 +55,45 @@ def check_attention_shapes(query_shape, value_shape, key_shape):
         raise ValueError(
             "`key` and `value` must have the same length T_v. Received: "
             f"key.shape={tuple(key_shape)}, value.shape={tuple(value_shape)}"
+        )
+
+
+def refuse_positional(layer, args, names):
+    """Raise TypeError for arguments passed by position where `names` must be keywords."""
+    if args:
+        shown = ", ".join(f"{name}=..." for name in names)
+        raise TypeError(
+            f"{layer} takes {', '.join(names)} as keywords ({layer}({shown})), so that they cannot be "
+            f"swapped with keras-hub's order. Received positional arguments: {args!r}"
+        )
+
+
+def check_mask(name, mask, expected):
+    """Raise ValueError unless `mask` has the rank of `expected` and its sizes.
+
+    `expected` is a shape whose None entries match anything; a batch size of
+    1 broadcasts. Only sizes known when the call is traced are compared.
+    """
+    if mask is None:
+        return
+    shape = tuple(mask.shape)
+    fits = len(shape) == len(expected) and all(
+        got is None or want is None or got == want or (axis == 0 and got == 1)
+        for axis, (got, want) in enumerate(zip(shape, expected))
+    )
+    if not fits:
+        wanted = "(" + ", ".join("?" if s is None else str(s) for s in expected) + ")"
+        raise ValueError(f"`{name}` must have shape {wanted}. Received: {name}.shape={shape}")
+
+
+def check_token_ids(name, ids):
+    """Raise ValueError unless `ids` holds integers (token ids, not floats).
+
+    Symbolic calls pass: Keras builds a model from its input shapes with
+    float placeholders. Real and traced tensors are checked.
+    """
+    dtype = keras.backend.standardize_dtype(ids.dtype) if hasattr(ids, "dtype") else type(ids).__name__
+    if "int" not in dtype and not isinstance(ids, keras.KerasTensor) and not in_symbolic_scope():
+        raise ValueError(
+            f"`{name}` must hold integer token ids. Received: {name} with dtype {dtype}"
         )

@@ -129,8 +129,8 @@ class Transformer(TransformerDecoding, keras.Model):
 
         def embedding(vocab_size, name):
             return PositionalEmbedding(
-                vocab_size,
-                d_model,
+                vocab_size=vocab_size,
+                d_model=d_model,
                 max_length=max_length,
                 position=position,
                 mask_zero=True,

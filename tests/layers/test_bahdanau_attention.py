@@ -1,3 +1,5 @@
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -53,7 +55,8 @@ def test_layer_harness(normalize, tmp_path):
         BahdanauAttention,
         {"units": UNITS, "normalize": normalize},
         {"query": query, "value": value, "key": key, "value_mask": mask},
-        (B, T_Q, D_V),
+        ((B, T_Q, D_V), (B, T_Q, T_V)) if normalize else (B, T_Q, D_V),
+        call_kwargs={"return_attention_scores": normalize},
         tmp_path=tmp_path,
     )
 
@@ -64,7 +67,8 @@ def test_layer_harness_rank2_query(tmp_path):
         BahdanauAttention,
         {"units": UNITS},
         {"query": query, "value": value, "value_mask": mask},
-        (B, D_V),
+        ((B, D_V), (B, T_V)),
+        call_kwargs={"return_attention_scores": True},
         tmp_path=tmp_path,
     )
 
@@ -184,3 +188,20 @@ def test_bad_shapes(query_shape, value_shape, key_shape, pattern):
     key = None if key_shape is None else np.zeros(key_shape, "float32")
     with pytest.raises(ValueError, match=pattern):
         BahdanauAttention(UNITS)(query, value, key)
+
+
+def test_a_value_mask_of_the_wrong_shape_is_named_with_its_shape():
+    query, value, _, _ = _data()
+    with pytest.raises(ValueError, match=re.escape(f"`value_mask` must have shape ({B}, {T_V}). "
+                                                   f"Received: value_mask.shape=({B}, {T_V + 1})")):
+        BahdanauAttention(UNITS)(query, value, value_mask=np.ones((B, T_V + 1), bool))
+
+
+def test_weights_come_out_of_a_functional_model():
+    encoder_states, decoder_states = keras.Input((T_V, D_V)), keras.Input((T_Q, D_Q))
+    context, weights = BahdanauAttention(UNITS)(decoder_states, encoder_states, return_attention_scores=True)
+    model = keras.Model([decoder_states, encoder_states], [context, weights])
+    query, value, _, _ = _data()
+    got_context, got_weights = model.predict([query, value], verbose=0)
+    assert got_context.shape == (B, T_Q, D_V) and got_weights.shape == (B, T_Q, T_V)
+    np.testing.assert_allclose(got_weights.sum(-1), 1.0, atol=1e-5)

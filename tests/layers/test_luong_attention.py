@@ -90,7 +90,8 @@ def test_layer_harness(name, tmp_path):
         LuongAttention,
         CONFIGS[name],
         {"query": query, "value": value, "key": key, "value_mask": mask},
-        (B, T_Q, D_V),
+        ((B, T_Q, D_V), (B, T_Q, T_V)) if "local" in name else (B, T_Q, D_V),
+        call_kwargs={"return_attention_scores": "local" in name},
         tmp_path=tmp_path,
         expect_trainable_weights=name != "dot",  # plain dot scores have no weights
     )
@@ -102,7 +103,8 @@ def test_layer_harness_rank2_query(tmp_path):
         LuongAttention,
         {"score": "concat", "window": 2},
         {"query": query, "value": value, "value_mask": mask},
-        (B, D_V),
+        ((B, D_V), (B, T_V)),
+        call_kwargs={"return_attention_scores": True},
         tmp_path=tmp_path,
     )
 

@@ -119,3 +119,23 @@ def test_bad_arguments_and_too_long_input():
     layer = PositionalEmbedding(vocab_size=10, d_model=4, max_length=5, position="learned")
     with pytest.raises(ValueError, match="max_length`=5"):
         layer(np.ones((2, 6), "int32"))
+
+
+def test_token_ids_must_be_integers():
+    layer = PositionalEmbedding(vocab_size=20, d_model=8)
+    with pytest.raises(ValueError, match="`inputs` must hold integer token ids. Received: inputs with dtype float32"):
+        layer(_ids().astype("float32"))
+
+
+@pytest.mark.parametrize("position", ["sinusoidal", "learned"])
+def test_a_sequence_past_max_length_is_refused(position):
+    layer = PositionalEmbedding(vocab_size=20, d_model=8, max_length=5, position=position)
+    with pytest.raises(ValueError, match=r"longer than `max_length`=5 positions. Received: inputs.shape=\(3, 6\)"):
+        layer(_ids())
+    with pytest.raises(ValueError, match="start_index=3"):
+        layer(_ids()[:, :3], start_index=3)
+
+
+def test_positional_arguments_are_refused_as_keras_hub_orders_them_otherwise():
+    with pytest.raises(TypeError, match=r"vocab_size, d_model as keywords.*Received positional arguments: \(100, 16\)"):
+        PositionalEmbedding(100, 16)

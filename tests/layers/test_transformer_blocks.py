@@ -1,5 +1,7 @@
 """TransformerEncoder and TransformerDecoder against keras-hub, NumPy-free properties."""
 
+import re
+
 import keras
 import keras_hub
 import numpy as np
@@ -91,6 +93,26 @@ def test_decoder_harness(tmp_path):
     )
 
 
+def test_decoder_harness_with_a_cache_and_every_output(tmp_path):
+    """Step 3 of a cached decoding in a functional model: both weights and the updated cache come out."""
+    run_layer_test(
+        TransformerDecoder,
+        {"num_heads": HEADS, "intermediate_dim": FF},
+        {
+            "decoder_sequence": _randn(3, 1, D),
+            "encoder_sequence": _randn(3, 7, D),
+            "encoder_padding_mask": _padding(3, 7),
+            "self_attention_cache": (_randn(3, HEADS, 6, D // HEADS), _randn(3, HEADS, 6, D // HEADS)),
+        },
+        call_kwargs={"self_attention_cache_update_index": 3, "return_attention_scores": True,
+                     "return_self_attention_scores": True},
+        expected_output_shape=((3, 1, D), (3, HEADS, 1, 7), (3, HEADS, 1, 6),
+                               (3, HEADS, 6, D // HEADS), (3, HEADS, 6, D // HEADS)),
+        run_fit=False,  # the cache write is not differentiable on TensorFlow; the other harness runs fit
+        tmp_path=tmp_path,
+    )
+
+
 def test_decoder_only_harness(tmp_path):
     run_layer_test(
         TransformerDecoder,
@@ -107,7 +129,7 @@ def test_decoder_only_harness(tmp_path):
 @pytest.mark.parametrize("normalize_first", [False, True])
 def test_encoder_matches_keras_hub(normalize_first):
     x, mask = _randn(3, 6, D), _padding(3, 6)
-    ours = TransformerEncoder(HEADS, FF, normalize_first=normalize_first)
+    ours = TransformerEncoder(num_heads=HEADS, intermediate_dim=FF, normalize_first=normalize_first)
     hub = keras_hub.layers.TransformerEncoder(FF, HEADS, normalize_first=normalize_first)
     ours(x)
     hub(x)
@@ -122,7 +144,7 @@ def test_encoder_matches_keras_hub(normalize_first):
 def test_decoder_matches_keras_hub(normalize_first):
     y, x = _randn(3, 5, D), _randn(3, 7, D)
     y_mask, x_mask = _padding(3, 5), _padding(3, 7)
-    ours = TransformerDecoder(HEADS, FF, normalize_first=normalize_first)
+    ours = TransformerDecoder(num_heads=HEADS, intermediate_dim=FF, normalize_first=normalize_first)
     hub = keras_hub.layers.TransformerDecoder(FF, HEADS, normalize_first=normalize_first)
     ours(y, x)
     hub(y, x)
@@ -149,14 +171,14 @@ def test_compiled_gradients_match_keras_hub(decoder, normalize_first):
     y_mask, x_mask = _padding(3, 5), _padding(3, 7)
     upstream = _randn(3, 5, D)
     if decoder:
-        ours = TransformerDecoder(HEADS, FF, normalize_first=normalize_first)
+        ours = TransformerDecoder(num_heads=HEADS, intermediate_dim=FF, normalize_first=normalize_first)
         hub = keras_hub.layers.TransformerDecoder(FF, HEADS, normalize_first=normalize_first)
         ours(y, x)
         hub(y, x)
         call = lambda layer, y: layer(  # noqa: E731
             y, x, decoder_padding_mask=y_mask, encoder_padding_mask=x_mask)
     else:
-        ours = TransformerEncoder(HEADS, FF, normalize_first=normalize_first)
+        ours = TransformerEncoder(num_heads=HEADS, intermediate_dim=FF, normalize_first=normalize_first)
         hub = keras_hub.layers.TransformerEncoder(FF, HEADS, normalize_first=normalize_first)
         ours(y)
         hub(y)
@@ -181,7 +203,7 @@ def test_compiled_gradients_match_keras_hub(decoder, normalize_first):
 def test_decoder_causality_property():
     for trial in range(4):
         length = int(rng.integers(3, 9))
-        decoder = TransformerDecoder(2, FF)
+        decoder = TransformerDecoder(num_heads=2, intermediate_dim=FF)
         y, x = _randn(2, length, D), _randn(2, 4, D)
         t = int(rng.integers(0, length - 1))
         changed = y.copy()
@@ -195,7 +217,7 @@ def test_decoder_causality_property():
 def test_cached_decoding_equals_full_pass(normalize_first):
     y, x = _randn(2, 6, D), _randn(2, 7, D)
     x_mask = _padding(2, 7)
-    decoder = TransformerDecoder(HEADS, FF, normalize_first=normalize_first)
+    decoder = TransformerDecoder(num_heads=HEADS, intermediate_dim=FF, normalize_first=normalize_first)
     full, full_scores = decoder(y, x, encoder_padding_mask=x_mask, return_attention_scores=True)
     cache = decoder.init_self_attention_cache(2, 6)
     cross = decoder.compute_cross_attention_cache(x)
@@ -218,7 +240,7 @@ def test_cached_decoding_equals_full_pass(normalize_first):
 
 def test_self_attention_scores_are_causal_and_match_the_cache_steps():
     y, x = _randn(2, 5, D), _randn(2, 7, D)
-    decoder = TransformerDecoder(HEADS, FF)
+    decoder = TransformerDecoder(num_heads=HEADS, intermediate_dim=FF)
     out, cross, own = decoder(y, x, return_attention_scores=True, return_self_attention_scores=True)
     own = _np(own)
     assert own.shape == (2, HEADS, 5, 5) and tuple(cross.shape) == (2, HEADS, 5, 7)
@@ -241,7 +263,7 @@ def test_self_attention_scores_are_causal_and_match_the_cache_steps():
 
 def test_padded_encoder_positions_get_no_cross_attention():
     y, x, x_mask = _randn(3, 5, D), _randn(3, 7, D), _padding(3, 7)
-    decoder = TransformerDecoder(HEADS, FF)
+    decoder = TransformerDecoder(num_heads=HEADS, intermediate_dim=FF)
     _, scores = decoder(y, x, encoder_padding_mask=x_mask, return_attention_scores=True)
     scores = _np(scores)
     assert np.all(scores[np.broadcast_to(~x_mask[:, None, None, :], scores.shape)] == 0)
@@ -257,7 +279,7 @@ def test_padded_encoder_positions_get_no_cross_attention():
 
 def test_encoder_attention_scores_and_padding():
     x, mask = _randn(3, 6, D), _padding(3, 6)
-    encoder = TransformerEncoder(HEADS, FF)
+    encoder = TransformerEncoder(num_heads=HEADS, intermediate_dim=FF)
     out, scores = encoder(x, padding_mask=mask, return_attention_scores=True)
     assert tuple(scores.shape) == (3, HEADS, 6, 6)
     noisy = x.copy()
@@ -280,13 +302,36 @@ def test_bad_arguments(cls):
         with pytest.raises(ValueError, match=text):
             cls(**kwargs)
     with pytest.raises(ValueError, match="num_heads=3"):
-        cls(3, 8)(_randn(2, 4, D))
+        cls(num_heads=3, intermediate_dim=8)(_randn(2, 4, D))
     with pytest.raises(ValueError, match=r"shape=\(2, 16\)"):
-        cls(2, 8)(_randn(2, D))
+        cls(num_heads=2, intermediate_dim=8)(_randn(2, D))
+
+
+@pytest.mark.parametrize("cls", [TransformerEncoder, TransformerDecoder])
+def test_positional_arguments_are_refused_as_keras_hub_orders_them_the_other_way(cls):
+    with pytest.raises(TypeError, match=r"num_heads, intermediate_dim as keywords.*Received positional arguments: \(8, 4\)"):
+        cls(8, 4)
+
+
+@pytest.mark.parametrize("call, name, shape", [
+    (lambda: TransformerEncoder(num_heads=2, intermediate_dim=8)(_randn(2, 5, D), padding_mask=np.ones((2, 6), bool)),
+     "padding_mask", (2, 6)),
+    (lambda: TransformerEncoder(num_heads=2, intermediate_dim=8)(_randn(2, 5, D), attention_mask=np.ones((2, 5, 4), bool)),
+     "attention_mask", (2, 5, 4)),
+    (lambda: TransformerDecoder(num_heads=2, intermediate_dim=8)(
+        _randn(2, 5, D), _randn(2, 7, D), encoder_padding_mask=np.ones((2, 5), bool)), "encoder_padding_mask", (2, 5)),
+    (lambda: TransformerDecoder(num_heads=2, intermediate_dim=8)(
+        _randn(2, 5, D), _randn(2, 7, D), decoder_padding_mask=np.ones((3, 5), bool)), "decoder_padding_mask", (3, 5)),
+    (lambda: TransformerDecoder(num_heads=2, intermediate_dim=8)(
+        _randn(2, 5, D), decoder_attention_mask=np.ones((2, 5, 7), bool)), "decoder_attention_mask", (2, 5, 7)),
+])
+def test_a_mask_of_the_wrong_shape_is_named_with_its_shape(call, name, shape):
+    with pytest.raises(ValueError, match=re.escape(f"`{name}` must have shape") + ".*" + re.escape(f"{name}.shape={shape}")):
+        call()
 
 
 def test_decoder_must_be_called_as_built():
-    decoder = TransformerDecoder(2, FF)
+    decoder = TransformerDecoder(num_heads=2, intermediate_dim=FF)
     decoder(_randn(2, 3, D), _randn(2, 4, D))
     with pytest.raises(ValueError, match="cross-attention"):
         decoder(_randn(2, 3, D))
@@ -294,7 +339,7 @@ def test_decoder_must_be_called_as_built():
 
 @pytest.mark.parametrize("block", [TransformerEncoder, TransformerDecoder])
 def test_attention_kernel_initializer_reaches_the_attention_kernels_only(block):
-    layer = block(HEADS, FF, kernel_initializer="ones", attention_kernel_initializer=keras.initializers.Constant(0.5))
+    layer = block(num_heads=HEADS, intermediate_dim=FF, kernel_initializer="ones", attention_kernel_initializer=keras.initializers.Constant(0.5))
     x = _randn(2, 5, D)
     layer(x) if block is TransformerEncoder else layer(x, x)
     for w in layer.weights:
@@ -303,4 +348,4 @@ def test_attention_kernel_initializer_reaches_the_attention_kernels_only(block):
             np.testing.assert_array_equal(_np(w), np.full(w.shape, expected, "float32"), err_msg=w.path)
     again = block.from_config(layer.get_config())
     assert again.get_config() == layer.get_config()
-    assert block(HEADS, FF).get_config()["attention_kernel_initializer"] is None
+    assert block(num_heads=HEADS, intermediate_dim=FF).get_config()["attention_kernel_initializer"] is None
