@@ -53,25 +53,40 @@ def _register_serializables():
 
 
 class _RegisterAfterKeras(importlib.abc.MetaPathFinder):
-    """Registers our classes as soon as Keras has loaded, so that `import
-    keras_attention` alone lets `keras.models.load_model` find them, while the
-    import itself stays light (the command line answers before Keras starts)."""
+    """Registers our classes once Keras has loaded, so that `import keras_attention`
+    alone lets `keras.models.load_model` find them, while the import itself stays
+    light (the command line answers before Keras starts).
+
+    It watches the imports of `keras` and of our own modules: when Keras is loaded
+    and none of ours is half-imported (Keras is often first imported from inside
+    one), it imports the modules that register the classes, then steps aside.
+    """
+
+    def __init__(self):
+        self.depth = 0  # our modules being imported, one inside another
 
     def find_spec(self, name, path=None, target=None):
-        if name != "keras":
+        ours = name.startswith("keras_attention.")
+        if name != "keras" and not ours:
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
+        spec = next((found for finder in sys.meta_path if finder is not self
+                     for found in [finder.find_spec(name, path, target)] if found is not None), None)
+        if spec is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        exec_module = spec.loader.exec_module
+        loader, run = spec.loader, spec.loader.exec_module
 
-        def exec_then_register(module):
-            exec_module(module)
-            del spec.loader.exec_module  # back to the loader's own method
-            _register_serializables()
+        def exec_module(module):
+            del loader.exec_module  # the loader's own method again
+            self.depth += ours
+            try:
+                run(module)
+            finally:
+                self.depth -= ours
+            if self.depth == 0 and "keras" in sys.modules and self in sys.meta_path:
+                sys.meta_path.remove(self)
+                _register_serializables()
 
-        spec.loader.exec_module = exec_then_register
+        loader.exec_module = exec_module
         return spec
 
 

@@ -333,7 +333,7 @@ sentence = next(en for en, _ in test_pairs if 7 <= len(en.split()) <= 9)  # shor
 result = translator.translate([sentence], return_attention=True)
 source_ids, _ = translator.source_ids([sentence])
 output_ids = result.tokens[0][result.tokens[0] != 0]
-target_in = np.concatenate([[translator.target_tokenizer.start_id], output_ids])[None]
+target_in = np.concatenate([[translator.target_tokenizer.start_id], output_ids])[None, :SETTINGS.max_length]
 encoder_output, source_mask = model.encode(source_ids)
 _, heads = model.decode(target_in, encoder_output, source_mask, return_attention=True)
 print("source:", sentence, "\noutput:", result.texts[0])
