@@ -58,3 +58,35 @@ def press_during_a_collection():
             gc.callbacks.remove(press)
 
     return press_now
+
+
+def find_multi30k(base_url=None):
+    """The folder of the Multi30k files, found as a user's code finds them.
+
+    `$KERAS_ATTENTION_DATA/multi30k` when the variable is set; otherwise the
+    loader's checksummed download into the Keras cache folder. When neither
+    works: `pytest.skip` with one line naming the variable, or under
+    `CI=true` `pytest.fail`. The variable is then set to the folder found, so
+    command-line runs and loaders called without `data_dir` read the same files.
+    """
+    from keras_attention import DATA_ENV_VAR
+    from keras_attention.data import multi30k
+
+    names = [multi30k.multi30k_filename(split, language) for split in ("train", "val", "test")
+             for language in ("en", "de")]
+    try:
+        folder = os.path.dirname(multi30k.multi30k_paths(names, base_url=base_url or multi30k.BASE_URL)[0])
+    except (OSError, ValueError) as error:
+        message = (f"Multi30k is needed: set {DATA_ENV_VAR} to the folder holding multi30k/, or allow its "
+                   f"download ({type(error).__name__})")
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    os.environ[DATA_ENV_VAR] = os.path.dirname(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir():
+    """The Multi30k folder (`find_multi30k`): every test that reads Multi30k asks for it."""
+    return find_multi30k()

@@ -50,3 +50,13 @@ def test_every_page_is_in_the_navigation_and_the_results_are_generated(site):
     assert not [p for p in pages if p not in nav], "pages missing from mkdocs.yml's nav"
     results = (site / "results" / "index.html").read_text(encoding="utf-8")
     assert "target tokens/s" in results and "scripts/benchmark_data.py" in results
+
+
+def test_the_getting_started_page_gives_the_readme_quick_start_commands():
+    def commands(text, heading):
+        section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+        return [block.split("```", 1)[0].strip() for block in section.split("```bash\n")[1:]]
+
+    readme = commands((ROOT / "README.md").read_text(encoding="utf-8"), "## Quick start")
+    page = commands((ROOT / "docs" / "index.md").read_text(encoding="utf-8"), "## Two commands")
+    assert len(readme) == 2 and [c for c in page if c in readme] == readme, (readme, page)

@@ -1,4 +1,4 @@
-"""Fixtures for the data tests: the shared Multi30k folder and tokenizers built once."""
+"""Fixtures for the data tests: tokenizers built once on Multi30k (found by `multi30k_dir`, tests/conftest.py)."""
 
 import gzip
 import os
@@ -6,7 +6,6 @@ import os
 import pytest
 import tensorflow as tf
 
-from keras_attention import DATA_ENV_VAR
 
 
 def read_gzip_lines(path):
@@ -19,21 +18,6 @@ def read_gzip_lines(path):
 def read_gz():
     """`read_gz(path)`: the lines of a gzip file, read with the gzip module only."""
     return read_gzip_lines
-
-
-@pytest.fixture(scope="session")
-def multi30k_dir():
-    """The folder holding the Multi30k .gz files: $KERAS_ATTENTION_DATA/multi30k."""
-    root = os.environ.get(DATA_ENV_VAR)
-    if not root:
-        pytest.fail(
-            f"The environment variable {DATA_ENV_VAR} is not set. Set it to the folder "
-            "holding multi30k/ (for example /work/shared/data) to run the data tests."
-        )
-    folder = os.path.join(root, "multi30k")
-    if not os.path.isfile(os.path.join(folder, "train.en.gz")):
-        pytest.fail(f"{DATA_ENV_VAR}={root!r}, but {folder}/train.en.gz does not exist.")
-    return folder
 
 
 @pytest.fixture(scope="session")

@@ -35,7 +35,7 @@ def rows(dataset):
 
 
 @pytest.fixture(scope="module")
-def val_pairs():
+def val_pairs(multi30k_dir):
     return load_multi30k("de", "en", "val")
 
 

@@ -254,7 +254,7 @@ def test_the_xla_break_even_is_worked_out_from_the_measured_passes():
     assert bench.break_even(figures)["break_even_pairs"] is None
 
 
-def test_bucket_benchmark_trains_both_methods_on_the_same_pairs(tmp_path):
+def test_bucket_benchmark_trains_both_methods_on_the_same_pairs(tmp_path, multi30k_dir):
     import benchmark_buckets
 
     out = tmp_path / "buckets.json"

@@ -24,7 +24,7 @@ def _no_training(*args, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
+def quick_run(tmp_path_factory, multi30k_dir):
     """One quick run (2 epochs, tiny model) shared by the tests: (argv, run folder, rows, stdout)."""
     output = tmp_path_factory.mktemp("multi30k")
     argv = ["--output", str(output), "--models", "bahdanau", "--directions", "de-en", "--quick"]

@@ -11,22 +11,10 @@ import keras
 import pytest
 import tensorflow as tf
 
-from keras_attention import DATA_ENV_VAR
 
 MAX_SOURCE_LENGTH = 40
 MAX_TARGET_LENGTH = 40
 VALIDATION_SAMPLE = 100
-
-
-@pytest.fixture(scope="session")
-def multi30k_dir():
-    root = os.environ.get(DATA_ENV_VAR)
-    if not root or not os.path.isfile(os.path.join(root, "multi30k", "train.en.gz")):
-        pytest.fail(
-            f"Set {DATA_ENV_VAR} to the folder holding multi30k/*.gz (for example "
-            f"/work/shared/data) to run the serving tests. Received: {DATA_ENV_VAR}={root!r}"
-        )
-    return os.path.join(root, "multi30k")
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,6 @@ import jupytext
 import nbformat
 import pytest
 
-from keras_attention import DATA_ENV_VAR
 
 TUTORIALS = pathlib.Path(__file__).resolve().parents[2] / "tutorials"
 SCRIPTS = sorted(TUTORIALS.glob("[0-9][0-9]_*.py"))
@@ -53,9 +52,7 @@ def test_every_tutorial_is_listed():
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
-def test_tutorial_runs_in_quick_mode(script, tmp_path):
-    if not os.environ.get(DATA_ENV_VAR):
-        pytest.fail(f"Set {DATA_ENV_VAR} to the folder holding multi30k/ (for example /work/shared/data).")
+def test_tutorial_runs_in_quick_mode(script, tmp_path, multi30k_dir):
     figures = tmp_path / "figures"
     env = dict(
         os.environ,
