@@ -155,9 +155,12 @@ MEMORY_CHILD = textwrap.dedent("""
 
 
 def test_memory_does_not_grow_with_the_corpus(tmp_path):
-    """100k against 1M pairs (about 60 MB of text): peak RSS within 20% + 30 MB."""
+    """30k against 300k pairs: the larger corpus (34 MB more text) may add at most 20 MB to the peak RSS.
+
+    The peak of the same reading varies by about 2 MB between runs; a reader that held the corpus (a
+    `.cache()`, a list of lines) would add the text at least."""
     peaks = {}
-    for n in (100_000, 1_000_000):
+    for n in (30_000, 300_000):
         words = " ".join(["word"] * 10)
         for side in ("en", "de"):
             with open(tmp_path / f"c{n}.{side}", "w") as f:
@@ -168,4 +171,4 @@ def test_memory_does_not_grow_with_the_corpus(tmp_path):
         count, peak_mb = map(int, out.stdout.split()[-2:])
         assert count == n
         peaks[n] = peak_mb
-    assert peaks[1_000_000] <= 1.2 * peaks[100_000] + 30, peaks
+    assert peaks[300_000] <= peaks[30_000] + 20, peaks

@@ -151,9 +151,11 @@ def test_read_csv_history_keeps_the_last_line_of_an_epoch(tmp_path):
 
 
 def _train_command(output):
+    """The smallest run that has several backups in every epoch: 20 steps an epoch, a backup every 3."""
     return ["-m", "keras_attention.cli", "train", "--model", "transformer", "--preset", "tiny",
+            "--num-layers", "1", "--d-model", "32", "--num-heads", "2", "--intermediate-dim", "64",
             "--dataset", "dates", "--vocab-size", "200", "--max-length", "32", "--epochs", "3",
-            "--batch-size", "16", "--max-train-examples", "640", "--max-test-examples", "100",
+            "--batch-size", "16", "--max-train-examples", "320", "--max-test-examples", "20",
             "--no-jit", "--seed", "1",
             "--backup-every-steps", "3", "--keep-checkpoints", "3", "--output", str(output), "--resume"]
 
@@ -174,7 +176,7 @@ def test_cli_killed_mid_epoch_resumes_and_ends_like_an_uninterrupted_run(tmp_pat
     expected = json.loads((tmp_path / "whole" / "results.json").read_text())
     steps_per_epoch = expected["steps_per_epoch"]
     assert expected["steps"] == 3 * steps_per_epoch
-    assert expected["test"]["num_sentences"] == 100  # --max-test-examples
+    assert expected["test"]["num_sentences"] == 20  # --max-test-examples
 
     # Kill the second run with SIGKILL once a backup inside epoch 2 exists.
     output = tmp_path / "killed"

@@ -2,8 +2,11 @@
 committed notebook holds the same cells as its script.
 
 Each tutorial runs in its own Python process (it sets up TensorFlow its own way:
-tutorial 11 splits the CPU into two logical devices first), with the figures and
-the model cache in the test's temporary folder. In QUICK mode a tutorial takes
+tutorial 11 splits the CPU into two logical devices first), with the figures in
+the test's temporary folder. The QUICK runs share one model cache, as a reader
+running them in order does: they run in order on one test worker (the
+`tutorials` xdist group), so 10 and 12 reload the models 01-03 trained. Each
+tutorial still trains what it finds missing. In QUICK mode a tutorial takes
 20-60 s on a 2-core CPU; the timeout is generous because CI machines are shared.
 """
 
@@ -51,14 +54,21 @@ def test_every_tutorial_is_listed():
     assert [s.stem for s in SCRIPTS] == sorted(FIGURES)
 
 
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory):
+    """The tutorials' shared cache of trained QUICK models."""
+    return tmp_path_factory.mktemp("tutorial-cache")
+
+
+@pytest.mark.xdist_group("tutorials")
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
-def test_tutorial_runs_in_quick_mode(script, tmp_path, multi30k_dir):
+def test_tutorial_runs_in_quick_mode(script, tmp_path, multi30k_dir, model_cache):
     figures = tmp_path / "figures"
     env = dict(
         os.environ,
         QUICK="1",
         TUTORIAL_OUTPUT_DIR=str(figures),
-        TUTORIAL_CACHE_DIR=str(tmp_path / "cache"),
+        TUTORIAL_CACHE_DIR=str(model_cache),
         MPLBACKEND="Agg",
         TF_CPP_MIN_LOG_LEVEL="2",
         PYTHONUNBUFFERED="1",
