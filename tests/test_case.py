@@ -5,8 +5,8 @@ of Keras' own `run_layer_test`: the config round-trips; the layer runs eagerly
 and in a functional model with every output it was asked for (weights,
 caches), the symbolic outputs having the eager shapes and dtypes; a model built
 on it takes a `fit` step that changes its weights; a `.keras` save reloads with
-equal outputs here and in a fresh process that imported `keras_attention`
-alone; mixed precision gives low-precision outputs over float32 weights with no
+equal outputs here and (on TensorFlow) in a fresh process that imported
+`keras_attention` alone; mixed precision gives low-precision outputs over float32 weights with no
 NaN or inf (masks included); and an XLA compiled call agrees with the eager one.
 """
 
@@ -253,7 +253,8 @@ def run_layer_test(
         reloaded = keras.models.load_model(os.path.join(folder, "model.keras"))
         for got, want in zip(_flat(reloaded(flat_data)), _flat(outputs)):
             np.testing.assert_allclose(ops.convert_to_numpy(got), ops.convert_to_numpy(want), atol=atol)
-        load_in_fresh_process(folder, atol)
+        if keras.backend.backend() == "tensorflow":  # finding the classes does not depend on the backend
+            load_in_fresh_process(folder, atol)  # (tests/test_public_api.py loads a file under JAX so)
 
     # 6. Mixed precision: low-precision outputs, float32 weights, all finite.
     if run_mixed_precision:

@@ -16,8 +16,8 @@ from keras_attention.layers import BahdanauAttention, LuongAttention, Transforme
 from keras_attention.models import Seq2SeqRNN
 
 D = 8
-# Under JAX every new shape compiles every op (99 s of the JAX layer run at 12 cases): half as many there.
-CASES = settings(max_examples=6 if keras.backend.backend() == "jax" else 12, deadline=None, derandomize=True,
+# Under JAX every new shape compiles every op: a third as many cases there (the masks' code is the same).
+CASES = settings(max_examples=4 if keras.backend.backend() == "jax" else 12, deadline=None, derandomize=True,
                  database=None)
 lengths_st = st.lists(st.integers(1, 7), min_size=1, max_size=3)
 extra_st = st.integers(1, 5)
