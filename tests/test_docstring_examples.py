@@ -72,3 +72,12 @@ def test_the_layers_page_functional_models_run_save_and_reload(tmp_path, monkeyp
     reloaded = keras.models.load_model(tmp_path / "classifier.keras")
     for got, want in zip(reloaded.predict(ids, verbose=0), (label, scores)):
         np.testing.assert_allclose(got, want, atol=1e-6)
+    target = np.array([[1, 9, 4], [1, 6, 0]])
+    logits, own, cross = scope["core"].predict([ids, target], verbose=0)
+    assert logits.shape == (2, 3, 8000) and own.shape == (2, 4, 3, 3) and cross.shape == (2, 4, 3, 5)
+    np.testing.assert_array_equal(own[..., 0, 1:], 0.0)  # causal: the first position reads only itself
+    np.testing.assert_array_equal(cross[0, :, :, 3:], 0.0)  # the source's padding gets no attention
+    summary, weights, mixed, heads = scope["pooled"].predict(encoder_states, verbose=0)
+    assert summary.shape == (2, 32) and weights.shape == (2, 7) and mixed.shape == (2, 7, 32)
+    assert heads.shape == (2, 2, 7, 7)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
