@@ -69,7 +69,7 @@ class _RegisterAfterKeras(importlib.abc.MetaPathFinder):
         ours = name.startswith("keras_attention.")
         if name != "keras" and not ours:
             return None
-        spec = next((found for finder in sys.meta_path if finder is not self
+        spec = next((found for finder in sys.meta_path if finder is not self and hasattr(finder, "find_spec")
                      for found in [finder.find_spec(name, path, target)] if found is not None), None)
         if spec is None or not hasattr(spec.loader, "exec_module"):
             return spec
@@ -84,7 +84,14 @@ class _RegisterAfterKeras(importlib.abc.MetaPathFinder):
                 self.depth -= ours
             if self.depth == 0 and "keras" in sys.modules and self in sys.meta_path:
                 sys.meta_path.remove(self)
-                _register_serializables()
+                try:
+                    _register_serializables()
+                except Exception as error:  # never break the user's `import keras`
+                    import warnings
+
+                    warnings.warn(f"keras_attention could not register its classes for `.keras` loading "
+                                  f"({type(error).__name__}: {error}); import keras_attention.layers and "
+                                  "keras_attention.models yourself before loading.", stacklevel=2)
 
         loader.exec_module = exec_module
         return spec

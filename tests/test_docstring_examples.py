@@ -81,3 +81,17 @@ def test_the_layers_page_functional_models_run_save_and_reload(tmp_path, monkeyp
     assert summary.shape == (2, 32) and weights.shape == (2, 7) and mixed.shape == (2, 7, 32)
     assert heads.shape == (2, 2, 7, 7)
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+
+
+def test_the_layers_page_cache_loop_gives_the_full_pass():
+    page = (PACKAGE.parent / "docs" / "layers.md").read_text(encoding="utf-8")
+    block = page.split("## Masks and caches", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    steps = []
+    scope = {"keras": keras, "layers": keras_attention.layers, "print": print}
+    code = block.replace("self_attention_cache_update_index=i)", "self_attention_cache_update_index=i); "
+                         "steps.append(step)")
+    scope["steps"] = steps
+    exec(compile(code, "docs/layers.md: Masks and caches", "exec"), scope)
+    assert len(steps) == 5
+    np.testing.assert_allclose(np.concatenate([keras.ops.convert_to_numpy(s) for s in steps], axis=1),
+                               keras.ops.convert_to_numpy(scope["full"]), atol=1e-5)

@@ -1,12 +1,11 @@
 """Multi-head attention with a decoding cache (Vaswani et al., 2017, section 3.2.2)."""
 
 import keras
-import numpy as np
 from keras import ops
 from keras.src.backend import set_keras_mask
 
 from keras_attention.layers import attention_ops
-from keras_attention.layers.validation import check_mask, check_rate
+from keras_attention.layers.validation import check_mask, check_rate, static_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -173,7 +172,10 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
 
     def _check_cache_index(self, index, new_length, cache_length):
         """One error for an index that leaves no room for the new tokens, on every backend."""
-        index = _static_int(index)
+        if None not in (new_length, cache_length) and new_length > cache_length:
+            raise ValueError(f"{new_length} new tokens do not fit a cache of {cache_length} slots. "
+                             f"Received: a key of {new_length} positions, cache length {cache_length}")
+        index = static_int(index)
         if index is None or None in (new_length, cache_length):
             return  # traced: the program that feeds the index keeps it in range
         if not 0 <= index <= cache_length - new_length:
@@ -250,15 +252,21 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         if cache is None:
             check_mask("value_mask", value_mask, (batch, keys_length))
             check_mask("key_mask", key_mask, (batch, keys_length))
-            check_mask("attention_mask", attention_mask, (batch, query_length, keys_length))
+            check_mask("attention_mask", attention_mask, (batch, query_length, keys_length), broadcast=True)
             return
         self._check_cache(cache)
         cache_length = cache[0].shape[2]
         for name, mask in (("value_mask", value_mask), ("key_mask", key_mask)):
+            length = keys_length
             if mask is not None and len(mask.shape) == 2 and mask.shape[1] == cache_length:
-                keys_length = cache_length  # a mask over the whole cache
-            check_mask(name, mask, (batch, keys_length))
-        check_mask("attention_mask", attention_mask, (batch, query_length, cache_length))
+                length = cache_length  # a mask over the whole cache
+            check_mask(name, mask, (batch, length))
+            if mask is not None and len(mask.shape) == 2 and None in (mask.shape[1], cache_length) and (
+                    keys_length != cache_length):
+                raise ValueError(f"While a cache is filled, `{name}` needs a length known when the call is traced "
+                                 f"(the new tokens' or the cache's). Received: {name}.shape={tuple(mask.shape)}, "
+                                 f"cache length {cache_length}")
+        check_mask("attention_mask", attention_mask, (batch, query_length, cache_length), broadcast=True)
 
     def _call_with_cache(
         self, query, value, key, value_mask, key_mask, attention_mask,
@@ -321,16 +329,6 @@ def _over_cache(mask, index, new_length, cache_length):
     inside = ops.logical_and(slots >= index, slots < index + new_length)
     new = ops.take(ops.cast(mask, "bool"), ops.clip(slots - index, 0, new_length - 1), axis=1)  # (B, T_max)
     return ops.logical_or(new, ops.logical_not(inside)[None, :])
-
-
-def _static_int(x):
-    """`x` as a Python int when its value is known now, None inside a traced program."""
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    try:
-        return int(ops.convert_to_numpy(x))
-    except (NotImplementedError, TypeError, ValueError):  # a graph tensor, a JAX tracer, a KerasTensor
-        return None
 
 
 def _heads_first(x):

@@ -6,7 +6,14 @@ import keras
 from keras import ops
 
 from keras_attention.layers.sinusoidal_position_encoding import sinusoidal_table
-from keras_attention.layers.validation import check_choice, check_positive_int, check_token_ids, refuse_positional
+from keras_attention.layers.validation import (
+    check_choice,
+    check_positive_int,
+    check_token_ids,
+    refuse_positional,
+    require_keywords,
+    static_int,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -70,6 +77,7 @@ class PositionalEmbedding(keras.layers.Layer):
     ):
         # keras-hub's embeddings take (vocabulary_size, sequence_length, ...): keywords only, no mix-up.
         refuse_positional("PositionalEmbedding", args, ("vocab_size", "d_model"))
+        require_keywords("PositionalEmbedding", vocab_size=vocab_size, d_model=d_model)
         super().__init__(**kwargs)
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.d_model = check_positive_int("d_model", d_model)
@@ -101,14 +109,12 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0):
         check_token_ids("inputs", inputs)
-        length = inputs.shape[-1]
-        if isinstance(length, int) and isinstance(start_index, int):
-            if start_index + length > self.max_length:
-                raise ValueError(
-                    f"The sequence is longer than `max_length`={self.max_length} "
-                    f"positions. Received: inputs.shape={tuple(inputs.shape)}, "
-                    f"start_index={start_index}"
-                )
+        length, start = inputs.shape[-1], static_int(start_index)
+        if length is not None and start is not None and start + length > self.max_length:
+            raise ValueError(
+                f"`start_index` + the sequence's length must be at most `max_length`={self.max_length}. "
+                f"Received: inputs.shape={tuple(inputs.shape)}, start_index={start}"
+            )
         x = self.token_embedding(inputs)  # (B, T, d)
         if self.scale:
             x = x * ops.cast(math.sqrt(self.d_model), x.dtype)

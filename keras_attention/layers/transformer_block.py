@@ -4,7 +4,7 @@ import keras
 from keras.src.backend import get_keras_mask
 
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
-from keras_attention.layers.validation import check_positive_int, check_rate, refuse_positional
+from keras_attention.layers.validation import check_positive_int, check_rate, refuse_positional, require_keywords
 
 
 def keras_mask_of(x):
@@ -45,6 +45,7 @@ class TransformerBlock(keras.layers.Layer):
     ):
         # keras-hub's blocks take (intermediate_dim, num_heads) in that order: keywords only, no mix-up.
         refuse_positional(type(self).__name__, args, ("num_heads", "intermediate_dim"))
+        require_keywords(type(self).__name__, num_heads=num_heads, intermediate_dim=intermediate_dim)
         super().__init__(**kwargs)
         self.num_heads = check_positive_int("num_heads", num_heads)
         self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)

@@ -138,6 +138,15 @@ class TransformerDecoder(TransformerBlock):
 
     def _check_masks(self, decoder_sequence, encoder_sequence, decoder_padding_mask, encoder_padding_mask,
                      decoder_attention_mask, self_attention_cache, cross_attention_cache):
+        for name, cache in (("self_attention_cache", self_attention_cache),
+                            ("cross_attention_cache", cross_attention_cache)):
+            shapes = [tuple(t.shape) for t in cache] if isinstance(cache, (tuple, list)) else None
+            if cache is not None and (shapes is None or len(shapes) != 2 or any(len(s) != 4 for s in shapes)):
+                raise ValueError(
+                    f"`{name}` must be a pair of keys and values, each (B, N, T, H), as "
+                    "`init_self_attention_cache` and `compute_cross_attention_cache` return them (keras-hub's "
+                    f"single (B, 2, T, N, H) tensor is not one). Received: {shapes or getattr(cache, 'shape', cache)}"
+                )
         batch, length = decoder_sequence.shape[0], decoder_sequence.shape[1]
         keys_length = length if self_attention_cache is None else self_attention_cache[0].shape[2]
         padding_length = length
@@ -145,7 +154,7 @@ class TransformerDecoder(TransformerBlock):
             if decoder_padding_mask.shape[1] == keys_length:  # a mask over the whole cache
                 padding_length = keys_length
         check_mask("decoder_padding_mask", decoder_padding_mask, (batch, padding_length))
-        check_mask("decoder_attention_mask", decoder_attention_mask, (batch, length, keys_length))
+        check_mask("decoder_attention_mask", decoder_attention_mask, (batch, length, keys_length), broadcast=True)
         source = encoder_sequence.shape[1] if encoder_sequence is not None else (
             cross_attention_cache[0].shape[2] if cross_attention_cache is not None else None)
         check_mask("encoder_padding_mask", encoder_padding_mask, (batch, source))

@@ -83,7 +83,7 @@ class TransformerEncoder(TransformerBlock):
     ):
         batch, length = inputs.shape[0], inputs.shape[1]
         check_mask("padding_mask", padding_mask, (batch, length))
-        check_mask("attention_mask", attention_mask, (batch, length, length))
+        check_mask("attention_mask", attention_mask, (batch, length, length), broadcast=True)
         if padding_mask is None:
             padding_mask = keras_mask_of(inputs)
 

@@ -1,6 +1,8 @@
 """Argument checks whose errors name the argument and the value received."""
 
 import keras
+import numpy as np
+from keras import ops
 from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 
 
@@ -68,22 +70,48 @@ def refuse_positional(layer, args, names):
         )
 
 
-def check_mask(name, mask, expected):
+def require_keywords(layer, **values):
+    """Raise TypeError, as Python does for a missing argument, for each keyword left None."""
+    missing = [name for name, value in values.items() if value is None]
+    if missing:
+        raise TypeError(f"{layer}() missing required keyword argument(s): {', '.join(map(repr, missing))}")
+
+
+def check_mask(name, mask, expected, broadcast=False):
     """Raise ValueError unless `mask` has the rank of `expected` and its sizes.
 
     `expected` is a shape whose None entries match anything; a batch size of
-    1 broadcasts. Only sizes known when the call is traced are compared.
+    1 broadcasts. With `broadcast` (attention masks, as Keras takes them) a
+    size of 1 matches any axis, and a head axis may follow the batch axis.
+    Only sizes known when the call is traced are compared.
     """
     if mask is None:
         return
     shape = tuple(mask.shape)
+    if broadcast and len(shape) == len(expected) + 1:
+        expected = (expected[0], None, *expected[1:])  # (B, N, T_q, T_k): one mask a head
     fits = len(shape) == len(expected) and all(
-        got is None or want is None or got == want or (axis == 0 and got == 1)
+        got is None or want is None or got == want or (got == 1 and (broadcast or axis == 0))
         for axis, (got, want) in enumerate(zip(shape, expected))
     )
     if not fits:
         wanted = "(" + ", ".join("?" if s is None else str(s) for s in expected) + ")"
         raise ValueError(f"`{name}` must have shape {wanted}. Received: {name}.shape={shape}")
+
+
+def static_int(x):
+    """`x` as a Python int when it is a scalar whose value is known now; None inside a traced program."""
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if getattr(x, "shape", None) not in ((), None):
+        return None  # not a scalar: the caller's own checks apply
+    try:
+        value = ops.convert_to_numpy(x)
+    except (NotImplementedError, TypeError, ValueError):  # a graph tensor, a JAX tracer, a KerasTensor
+        return None
+    return int(value) if np.issubdtype(np.asarray(value).dtype, np.integer) else None
 
 
 def check_token_ids(name, ids):

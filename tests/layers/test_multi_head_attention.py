@@ -383,3 +383,28 @@ def test_a_mask_of_the_wrong_shape_is_named_with_its_shape(kwargs, name, shape):
     with pytest.raises(ValueError, match=re.escape(f"`{name}` must have shape") + ".*"
                        + re.escape(f"Received: {name}.shape={shape}")):
         layer(_randn(2, 5, 8), _randn(2, 7, 8), **kwargs)
+
+
+def test_attention_masks_that_broadcast_are_taken_as_keras_takes_them():
+    ours, theirs = _pair()
+    q, v = _randn(3, 5, 8), _randn(3, 7, 6)
+    for shape in ((3, 1, 7), (1, 1, 7), (3, 2, 5, 7)):
+        mask = rng.random(shape) > 0.3
+        mask[..., 0] = True
+        np.testing.assert_allclose(_np(ours(q, v, attention_mask=mask)), _np(theirs(q, v, attention_mask=mask)),
+                                   atol=1e-5)
+
+
+def test_a_cache_mask_over_the_whole_cache_beside_one_over_the_new_tokens():
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    cache = layer.init_cache(2, 6)
+    x = _randn(2, 2, 8)
+    whole, new = np.ones((2, 6), bool), np.ones((2, 2), bool)
+    y, _ = layer(x, x, value_mask=whole, key_mask=new, use_causal_mask=True, cache=cache, cache_update_index=0)
+    assert tuple(y.shape) == (2, 2, 8)
+
+
+def test_new_tokens_that_do_not_fit_the_cache_are_named():
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    with pytest.raises(ValueError, match="5 new tokens do not fit a cache of 3 slots"):
+        layer(_randn(2, 5, 8), _randn(2, 5, 8), cache=layer.init_cache(2, 3), cache_update_index=0)

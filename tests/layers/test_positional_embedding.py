@@ -130,10 +130,17 @@ def test_token_ids_must_be_integers():
 @pytest.mark.parametrize("position", ["sinusoidal", "learned"])
 def test_a_sequence_past_max_length_is_refused(position):
     layer = PositionalEmbedding(vocab_size=20, d_model=8, max_length=5, position=position)
-    with pytest.raises(ValueError, match=r"longer than `max_length`=5 positions. Received: inputs.shape=\(3, 6\)"):
+    with pytest.raises(ValueError, match=r"must be at most `max_length`=5. Received: inputs.shape=\(3, 6\), "
+                                         r"start_index=0"):
         layer(_ids())
-    with pytest.raises(ValueError, match="start_index=3"):
-        layer(_ids()[:, :3], start_index=3)
+    for start in (3, np.int64(3), keras.ops.convert_to_tensor(3)):
+        with pytest.raises(ValueError, match="start_index=3"):
+            layer(_ids()[:, :3], start_index=start)
+
+
+def test_a_missing_argument_is_named_as_python_names_it():
+    with pytest.raises(TypeError, match=r"PositionalEmbedding\(\) missing required keyword argument\(s\): 'vocab_size'"):
+        PositionalEmbedding(d_model=32)
 
 
 def test_positional_arguments_are_refused_as_keras_hub_orders_them_otherwise():

@@ -349,3 +349,16 @@ def test_attention_kernel_initializer_reaches_the_attention_kernels_only(block):
     again = block.from_config(layer.get_config())
     assert again.get_config() == layer.get_config()
     assert block(num_heads=HEADS, intermediate_dim=FF).get_config()["attention_kernel_initializer"] is None
+
+
+def test_a_keras_hub_cache_is_refused_naming_the_argument():
+    decoder = TransformerDecoder(num_heads=2, intermediate_dim=8)
+    with pytest.raises(ValueError, match=r"`self_attention_cache` must be a pair.*keras-hub's single"):
+        decoder(_randn(2, 1, D), self_attention_cache=np.zeros((2, 2, 6, 2, 8), "float32"),
+                self_attention_cache_update_index=0)
+
+
+@pytest.mark.parametrize("cls", [TransformerEncoder, TransformerDecoder])
+def test_a_missing_argument_is_named_as_python_names_it(cls):
+    with pytest.raises(TypeError, match=rf"{cls.__name__}\(\) missing required keyword argument\(s\): 'intermediate_dim'"):
+        cls(num_heads=4)
