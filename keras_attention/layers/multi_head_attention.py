@@ -160,16 +160,6 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                 f"key_dim={self.key_dim}, value_dim={self.value_dim}"
             )
 
-    def _check_cache(self, cache):
-        shapes = [tuple(t.shape) for t in cache] if isinstance(cache, (tuple, list)) else None
-        if shapes is None or len(shapes) != 2 or any(len(shape) != 4 for shape in shapes):
-            received = (shapes if shapes is not None
-                        else f"{type(cache).__name__} of shape {getattr(cache, 'shape', None)}")
-            raise ValueError(
-                "`cache` must be a pair of keys and values, each (B, N, T, H), as `init_cache` and "
-                f"`compute_cache` return them. Received: {received}"
-            )
-
     def _check_cache_index(self, index, new_length, cache_length):
         """One error for an index that leaves no room for the new tokens, on every backend."""
         if None not in (new_length, cache_length) and new_length > cache_length:
@@ -254,7 +244,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             check_mask("key_mask", key_mask, (batch, keys_length))
             check_mask("attention_mask", attention_mask, (batch, query_length, keys_length), broadcast=True)
             return
-        self._check_cache(cache)
+        check_cache("cache", cache)
         cache_length = cache[0].shape[2]
         for name, mask in (("value_mask", value_mask), ("key_mask", key_mask)):
             length = keys_length
@@ -272,7 +262,6 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         self, query, value, key, value_mask, key_mask, attention_mask,
         return_attention_scores, training, use_causal_mask, cache, cache_update_index,
     ):
-        self._check_cache(cache)
         key = value if key is None else key
         for x in (query, value, key):
             set_keras_mask(x, None)  # as Keras' layer does: the masks are handled here, not by the projections
@@ -318,6 +307,18 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         weights = self._dropout_layer(scores, training=training) if self._dropout > 0.0 else scores
         output = ops.einsum("bnqk,bnkh->bqnh", weights, values)  # (B, T_q, N, H)
         return output, scores
+
+
+def check_cache(name, cache):
+    """Raise ValueError unless `cache` is a `(keys, values)` pair of rank-4 tensors, naming the argument."""
+    shapes = [tuple(t.shape) for t in cache] if isinstance(cache, (tuple, list)) else None
+    if shapes is None or len(shapes) != 2 or any(len(shape) != 4 for shape in shapes):
+        received = shapes if shapes is not None else f"{type(cache).__name__} of shape {getattr(cache, 'shape', None)}"
+        raise ValueError(
+            f"`{name}` must be a pair of keys and values, each (B, N, T, H), as the layers' `init_cache` and "
+            f"`compute_cache` return them (keras-hub's single (B, 2, T, N, H) tensor is not one). "
+            f"Received: {received}"
+        )
 
 
 def _over_cache(mask, index, new_length, cache_length):

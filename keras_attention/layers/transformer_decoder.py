@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_attention.layers.multi_head_attention import check_cache
 from keras_attention.layers.transformer_block import TransformerBlock, keras_mask_of
 from keras_attention.layers.validation import check_mask
 
@@ -140,13 +141,8 @@ class TransformerDecoder(TransformerBlock):
                      decoder_attention_mask, self_attention_cache, cross_attention_cache):
         for name, cache in (("self_attention_cache", self_attention_cache),
                             ("cross_attention_cache", cross_attention_cache)):
-            shapes = [tuple(t.shape) for t in cache] if isinstance(cache, (tuple, list)) else None
-            if cache is not None and (shapes is None or len(shapes) != 2 or any(len(s) != 4 for s in shapes)):
-                raise ValueError(
-                    f"`{name}` must be a pair of keys and values, each (B, N, T, H), as "
-                    "`init_self_attention_cache` and `compute_cross_attention_cache` return them (keras-hub's "
-                    f"single (B, 2, T, N, H) tensor is not one). Received: {shapes or getattr(cache, 'shape', cache)}"
-                )
+            if cache is not None:
+                check_cache(name, cache)
         batch, length = decoder_sequence.shape[0], decoder_sequence.shape[1]
         keys_length = length if self_attention_cache is None else self_attention_cache[0].shape[2]
         padding_length = length
