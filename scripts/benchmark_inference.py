@@ -24,7 +24,8 @@ the JSON too.
     python -u scripts/benchmark_inference.py runs/multi30k/transformer-en-de \\
         --json benchmarks/inference.json
 
-`--quick` (4 sentences, 1 round, batches of 4) is for the tests.
+`--quick` (4 sentences, 1 round, batches of 4, every case in one child
+process) is for the tests.
 """
 
 import argparse
@@ -109,14 +110,16 @@ def peak_rss_mb():
         return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20, 1)
 
 
-def _in_child(case, work):
-    case_file = os.path.join(work, "case.json")
+def _in_child(cases, work):
+    """Run `cases` one after another in a fresh process; their results, in order."""
+    case_file = os.path.join(work, "cases.json")
     with open(case_file, "w", encoding="utf-8") as f:
-        json.dump(case, f)
+        json.dump(cases, f)
     done = subprocess.run([sys.executable, "-u", os.path.abspath(__file__), "--case", case_file],
                           capture_output=True, text=True)
     if done.returncode:
-        raise SystemExit(f"{case['engine']} {case['method']} batch {case['batch_size']} failed:\n{done.stderr[-3000:]}")
+        names = ", ".join(f"{c['engine']} {c['method']} batch {c['batch_size']}" for c in cases)
+        raise SystemExit(f"{names} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -148,7 +151,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("translator", nargs="?",
                         help="a run folder (from train) or its translator/ folder (a Transformer)")
-    parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: the JSON file of one case to run here
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: the JSON file of the cases to run here
     default_data = os.path.join(os.environ.get("KERAS_ATTENTION_DATA", ""), "multi30k")
     parser.add_argument("--data-dir", default=default_data, help="folder of the Multi30k .gz files")
     parser.add_argument("--sentences", type=int, default=1000, help="test sentences to translate (default: 1000)")
@@ -160,12 +163,13 @@ def main(argv=None):
                         help="CTranslate2 weights to measure (ours are float32)")
     parser.add_argument("--compilers", nargs="+", default=["graph", "xla"], choices=["graph", "xla"],
                         help="our decoders: as a TensorFlow graph, compiled with XLA (jit_compile), or both")
-    parser.add_argument("--quick", action="store_true", help="4 sentences, 1 round, batches of 4: for the tests")
+    parser.add_argument("--quick", action="store_true",
+                        help="4 sentences, 1 round, batches of 4, one child process: for the tests")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
     args = parser.parse_args(argv)
     if args.case:
         with open(args.case, encoding="utf-8") as f:
-            print(json.dumps(run_case(json.load(f))))
+            print(json.dumps([run_case(case) for case in json.load(f)]))
         return 0
     if not args.translator:
         parser.error("give the translator (a run folder or its translator/ folder)")
@@ -190,30 +194,33 @@ def main(argv=None):
         sentences, references = read_pairs(args.data_dir, source or "en", target or "de", args.sentences)
         print(f"{len(sentences)} test sentences {source}->{target}; TensorFlow on {device()}; "
               f"CTranslate2 {ctranslate2.__version__} on {ct2_device}; {args.rounds} rounds, median", flush=True)
+        cases = [dict(engine=engine, precision=precision, method=method, batch_size=batch_size, path=path,
+                      sentences=sentences, rounds=args.rounds, device=ct2_device, jit_compile=jit_compile)
+                 for (engine, precision, method, jit_compile), path in paths.items() if engine in args.engines
+                 for batch_size in args.batch_sizes]
+        # Each case in a process of its own; --quick runs them all in one (peak RSS is then the largest so far).
+        measured_cases = (_in_child(cases, work) if args.quick
+                          else [m for case in cases for m in _in_child([case], work)])
         results, texts = [], {}
-        for (engine, precision, method, jit_compile), path in paths.items():
-            if engine not in args.engines:
-                continue
-            for batch_size in args.batch_sizes:
-                case = dict(engine=engine, precision=precision, method=method, batch_size=batch_size, path=path,
-                            sentences=sentences, rounds=args.rounds, device=ct2_device, jit_compile=jit_compile)
-                measured = _in_child(case, work)
-                outputs = measured.pop("outputs")
-                texts[(engine, precision, method, jit_compile)] = outputs
-                tokens = int(translator.target_tokenizer.tokenize(outputs).row_lengths().numpy().sum())
-                seconds = measured["seconds"]
-                results.append(dict(
-                    engine=engine, precision=precision, method=method, batch_size=batch_size, jit_compile=jit_compile,
-                    sentences_per_second=round(len(sentences) / seconds, 2),
-                    target_tokens_per_second=round(tokens / seconds, 1), peak_rss_mb=measured["peak_rss_mb"],
-                    seconds=round(seconds, 3), rounds=[round(s, 3) for s in measured["rounds"]],
-                    warmup_seconds=round(measured["warmup_seconds"], 2),
-                ))
-                r = results[-1]
-                name = engine + (" xla" if jit_compile else "")
-                print(f"{name:<16} {precision:<8} {method:<7} batch {batch_size:>3}: "
-                      f"{r['sentences_per_second']:8.2f} sentences/s {r['target_tokens_per_second']:9.1f} tokens/s "
-                      f"peak RSS {r['peak_rss_mb']:7.1f} MB (warm-up {r['warmup_seconds']:.0f} s)", flush=True)
+        for case, measured in zip(cases, measured_cases):
+            engine, precision, method, jit_compile, batch_size = (
+                case["engine"], case["precision"], case["method"], case["jit_compile"], case["batch_size"])
+            outputs = measured.pop("outputs")
+            texts[(engine, precision, method, jit_compile)] = outputs
+            tokens = int(translator.target_tokenizer.tokenize(outputs).row_lengths().numpy().sum())
+            seconds = measured["seconds"]
+            results.append(dict(
+                engine=engine, precision=precision, method=method, batch_size=batch_size, jit_compile=jit_compile,
+                sentences_per_second=round(len(sentences) / seconds, 2),
+                target_tokens_per_second=round(tokens / seconds, 1), peak_rss_mb=measured["peak_rss_mb"],
+                seconds=round(seconds, 3), rounds=[round(s, 3) for s in measured["rounds"]],
+                warmup_seconds=round(measured["warmup_seconds"], 2),
+            ))
+            r = results[-1]
+            name = engine + (" xla" if jit_compile else "")
+            print(f"{name:<16} {precision:<8} {method:<7} batch {batch_size:>3}: "
+                  f"{r['sentences_per_second']:8.2f} sentences/s {r['target_tokens_per_second']:9.1f} tokens/s "
+                  f"peak RSS {r['peak_rss_mb']:7.1f} MB (warm-up {r['warmup_seconds']:.0f} s)", flush=True)
 
     bleu = {f"{engine}{'-xla' if jit else ''}/{precision}/{method}": round(corpus_scores(out, references)["bleu"], 2)
             for (engine, precision, method, jit), out in texts.items()}

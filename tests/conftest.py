@@ -1,5 +1,8 @@
+import contextlib
+import fcntl
 import gc
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -90,3 +93,31 @@ def find_multi30k(base_url=None):
 def multi30k_dir():
     """The Multi30k folder (`find_multi30k`): every test that reads Multi30k asks for it."""
     return find_multi30k()
+
+
+def shared_folder(tmp_path_factory, name, build):
+    """`name`, a folder built once for the whole test run and shared by every test worker.
+
+    The first worker to ask calls `build(folder)` while it holds a file lock;
+    the others wait for it, then read the same folder. The tests must only read it.
+    """
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # pytest-of-USER/pytest-N, above every worker's own folder
+    folder, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock, _locked(lock):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
+@contextlib.contextmanager
+def _locked(file):
+    fcntl.flock(file, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(file, fcntl.LOCK_UN)

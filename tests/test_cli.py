@@ -8,6 +8,8 @@ import pytest
 
 from keras_attention.cli import main
 
+pytestmark = pytest.mark.xdist_group("cli_demo")  # one worker: the demo runs once
+
 
 @pytest.fixture(scope="module")
 def demo_dir(tmp_path_factory):

@@ -1,9 +1,11 @@
-"""Every verb of the command line, fed bad input in a real process: one error line, no traceback, nothing changed.
+"""Every verb of the command line, fed bad input: one error line, exit code 2, nothing changed.
 
 Each row of `CASES` is a command line (built in a folder that holds a
 trained translator, a finished run, data files and an export), the words
 its one stderr line must contain, and the folders that must come out
-byte-identical.
+byte-identical. The cases call `main` in this process (an exception that
+escapes it fails the test as a traceback would); one case also runs as a
+real process, with TensorFlow's own log level unset, as a user's shell runs it.
 """
 
 import gzip
@@ -16,6 +18,8 @@ import sys
 import pytest
 
 from keras_attention.cli import main
+
+pytestmark = pytest.mark.xdist_group("cli_bad_input")  # one worker: the world is built once
 
 TRAIN = ["--model", "bahdanau", "--preset", "tiny", "--vocab-size", "200", "--max-length", "32",
          "--epochs", "1", "--batch-size", "16", "--no-jit", "--max-test-examples", "50"]
@@ -129,20 +133,36 @@ CASES = [
 ]
 
 
+def _one_error_line(stderr, words):
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr[-2000:]
+    assert words in lines[0] and "error:" in lines[0], lines[0]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_one_clear_line_and_nothing_changed(world, case):
+def test_one_clear_line_and_nothing_changed(world, case, capsys):
     _, command, words, kept = case
     before = {name: snapshot(world / name) for name in kept}
     avg_before = (world / "avg.weights.h5").read_bytes()
-    done = subprocess.run([sys.executable, "-m", "keras_attention.cli", *command(world)], capture_output=True,
-                          text=True, timeout=300,
-                          env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
-    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
-    assert "Traceback" not in done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr[-2000:]
-    assert words in lines[0] and "error:" in lines[0], lines[0]
+    try:
+        code = main(command(world))
+    except SystemExit as exit_:  # argparse's usage errors
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2, (code, err[-2000:])
+    _one_error_line(err, words)
     assert {name: snapshot(world / name) for name in kept} == before
     assert (world / "avg.weights.h5").read_bytes() == avg_before
     assert not (world / "new").exists()  # a failed train leaves no folder it created
     assert not (world / "p.html").exists()  # a failed explain writes no page
+
+
+def test_a_real_process_prints_the_one_line_too(world):
+    """As a shell runs it: no TensorFlow log lines (level unset), the one line, exit code 2."""
+    _, command, words, _ = next(c for c in CASES if c[0] == "translate broken json")
+    done = subprocess.run([sys.executable, "-m", "keras_attention.cli", *command(world)], capture_output=True,
+                          text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    _one_error_line(done.stderr, words)

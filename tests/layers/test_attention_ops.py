@@ -6,6 +6,8 @@ from keras import ops
 
 from keras_attention.layers import attention_ops
 
+pytestmark = pytest.mark.jax_pass  # the layers hold the backend ops: all of them run on JAX too
+
 rng = np.random.default_rng(1)
 
 

@@ -9,6 +9,8 @@ from keras import ops
 from keras_attention.layers.bahdanau_attention import BahdanauAttention
 from tests.test_case import run_layer_test
 
+pytestmark = pytest.mark.jax_pass  # the layers hold the backend ops: all of them run on JAX too
+
 B, T_Q, T_V, D_Q, D_K, D_V, UNITS = 2, 3, 5, 4, 3, 6, 7
 
 

@@ -6,6 +6,8 @@ from keras import ops
 from keras_attention.layers.luong_attention import LuongAttention
 from tests.test_case import gradients, run_layer_test
 
+pytestmark = pytest.mark.jax_pass  # the layers hold the backend ops: all of them run on JAX too
+
 B, T_Q, T_V, D_Q, D_V, UNITS = 2, 3, 9, 4, 5, 6
 LENGTHS = np.array([T_V, 6])
 

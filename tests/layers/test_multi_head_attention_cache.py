@@ -14,6 +14,8 @@ from keras_attention.layers import MultiHeadAttention
 from tests.layers.test_multi_head_attention import _np, _padding_mask, _randn
 from tests.test_case import run_layer_test
 
+pytestmark = pytest.mark.jax_pass  # the layers hold the backend ops: all of them run on JAX too
+
 # The cache in users' own models -------------------------------------------------
 
 

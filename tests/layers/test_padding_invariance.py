@@ -9,11 +9,14 @@ cases from a fixed seed (`derandomize=True`), a bounded number of them.
 
 import keras
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keras_attention.layers import BahdanauAttention, LuongAttention, TransformerDecoder, TransformerEncoder
 from keras_attention.models import Seq2SeqRNN
+
+pytestmark = pytest.mark.jax_pass  # the layers hold the backend ops: all of them run on JAX too
 
 D = 8
 # Under JAX every new shape compiles every op: a third as many cases there (the masks' code is the same).

@@ -10,6 +10,8 @@ from keras import ops
 from keras_attention.layers import MultiHeadAttention, PositionalEmbedding, SinusoidalPositionEncoding
 from tests.test_case import run_layer_test
 
+pytestmark = pytest.mark.jax_pass  # the layers hold the backend ops: all of them run on JAX too
+
 rng = np.random.default_rng(0)
 
 

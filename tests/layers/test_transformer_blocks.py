@@ -12,6 +12,8 @@ from keras import ops
 from keras_attention.layers import TransformerDecoder, TransformerEncoder
 from tests.test_case import gradients, run_layer_test
 
+pytestmark = pytest.mark.jax_pass  # the layers hold the backend ops: all of them run on JAX too
+
 rng = np.random.default_rng(0)
 D, HEADS, FF = 16, 4, 32
 

@@ -157,6 +157,7 @@ def test_intra_attention_sees_word_order_but_not_padding():
     assert not np.allclose(_np(model((reversed_premise, hypothesis))), logits, atol=1e-4)
 
 
+@pytest.mark.jax_pass
 def test_learns_shared_word_rule():
     """Label 1 iff the hypothesis shares a word with the premise: an alignment task."""
     n, vocab = 64, 30

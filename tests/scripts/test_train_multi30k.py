@@ -18,6 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import train_multi30k  # noqa: E402
 
+pytestmark = pytest.mark.xdist_group("train_multi30k")  # one worker: the quick run is trained once
+
 
 def _no_training(*args, **kwargs):
     raise AssertionError("a finished run must not train again")

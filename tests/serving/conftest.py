@@ -2,14 +2,19 @@
 
 The translations need not be good, only the same in memory and after export,
 so the model is small and trained for a few dozen steps on a slice of
-Multi30k (about 30 s on two CPU cores), with tokenizers learned from that slice.
+Multi30k, with tokenizers learned from that slice. The translator and its two
+exports are built once for the whole test run (`shared_folder`); every worker
+loads them from there.
 """
 
+import json
 import os
 
 import keras
 import pytest
 import tensorflow as tf
+
+from tests.conftest import shared_folder
 
 
 MAX_SOURCE_LENGTH = 40
@@ -17,9 +22,8 @@ MAX_TARGET_LENGTH = 40
 VALIDATION_SAMPLE = 100
 
 
-@pytest.fixture(scope="session")
-def translator(multi30k_dir):
-    """A `Translator` (1-layer Transformer, 1,000-token vocabularies) trained for 30 steps."""
+def _train_translator(folder, multi30k_dir):
+    """A 1-layer Transformer with 1,000-token vocabularies, trained for 30 steps, saved in `folder`."""
     from keras_attention import data
     from keras_attention.decoding.translator import Translator
     from keras_attention.models import build_model
@@ -36,7 +40,22 @@ def translator(multi30k_dir):
     )
     model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=MaskedSparseCrossEntropy(), jit_compile=False)
     model.fit(batches.take(30), epochs=1, verbose=0)
-    return Translator(model, source, target, MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH)
+    Translator(model, source, target, MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH).save(str(folder))
+
+
+@pytest.fixture(scope="session")
+def translator_dir(tmp_path_factory, multi30k_dir):
+    """The folder of the test run's one trained serving translator."""
+    return shared_folder(tmp_path_factory, "serving_translator",
+                         lambda folder: _train_translator(folder, multi30k_dir))
+
+
+@pytest.fixture(scope="session")
+def translator(translator_dir):
+    """The trained `Translator` (1-layer Transformer, 1,000-token vocabularies), loaded from `translator_dir`."""
+    from keras_attention.decoding.translator import Translator
+
+    return Translator.load(str(translator_dir))
 
 
 @pytest.fixture(scope="session")
@@ -49,15 +68,22 @@ def validation_sample(multi30k_dir):
 
 
 @pytest.fixture(scope="session")
-def exports(translator, tmp_path_factory):
-    """`{"greedy": dir, "beam": dir}`: version folders exported from `translator`."""
-    from keras_attention.serving import export
+def exports(translator_dir, tmp_path_factory):
+    """`{"greedy": dir, "beam": dir}`: version folders exported from the translator (once for the run)."""
 
-    root = tmp_path_factory.mktemp("exports")
-    return {
-        "greedy": export(translator, str(root / "greedy"), method="greedy"),
-        "beam": export(translator, str(root / "beam"), method="beam", beam_size=3, length_penalty=0.6),
-    }
+    def build(root):
+        from keras_attention.decoding.translator import Translator
+        from keras_attention.serving import export
+
+        translator = Translator.load(str(translator_dir))
+        paths = {
+            "greedy": export(translator, str(root / "greedy"), method="greedy"),
+            "beam": export(translator, str(root / "beam"), method="beam", beam_size=3, length_penalty=0.6),
+        }
+        (root / "paths.json").write_text(json.dumps(paths))
+
+    root = shared_folder(tmp_path_factory, "serving_exports", build)
+    return json.loads((root / "paths.json").read_text())
 
 
 @pytest.fixture(scope="session")

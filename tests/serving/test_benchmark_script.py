@@ -29,11 +29,10 @@ def test_benchmark_script_quick(exports, multi30k_dir, tmp_path):
 INFERENCE_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "benchmark_inference.py")
 
 
-def test_inference_benchmark_quick(translator, multi30k_dir, tmp_path):
-    translator.save(str(tmp_path / "translator"))
+def test_inference_benchmark_quick(translator_dir, multi30k_dir, tmp_path):
     out = tmp_path / "inference.json"
     done = subprocess.run(
-        [sys.executable, "-u", INFERENCE_SCRIPT, str(tmp_path / "translator"), "--quick",
+        [sys.executable, "-u", INFERENCE_SCRIPT, str(translator_dir), "--quick",
          "--engines", "savedmodel", "ctranslate2", "--precisions", "float32", "--data-dir", multi30k_dir,
          "--json", str(out)],
         capture_output=True, text=True, timeout=900,

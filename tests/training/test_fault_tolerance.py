@@ -170,9 +170,19 @@ def _iterations(translator_dir):
             return int(f["optimizer/vars/0"][()])
 
 
-def test_cli_killed_mid_epoch_resumes_and_ends_like_an_uninterrupted_run(tmp_path):
-    whole = subprocesses.start(_train_command(tmp_path / "whole"), tmp_path / "whole.log")
-    assert subprocesses.finish([whole], timeout=600) == [0], subprocesses.logs([whole])
+def _run_to_end(args, capsys):
+    """`keras-attention train ...` in this process (a process of its own is not what is tested): code, output."""
+    from keras_attention.cli import main
+
+    assert args[:2] == ["-m", "keras_attention.cli"]
+    code = main(args[2:])
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def test_cli_killed_mid_epoch_resumes_and_ends_like_an_uninterrupted_run(tmp_path, capsys):
+    code, log = _run_to_end(_train_command(tmp_path / "whole"), capsys)  # the reference run, here
+    assert code == 0, log
     expected = json.loads((tmp_path / "whole" / "results.json").read_text())
     steps_per_epoch = expected["steps_per_epoch"]
     assert expected["steps"] == 3 * steps_per_epoch
@@ -215,19 +225,13 @@ def test_cli_killed_mid_epoch_resumes_and_ends_like_an_uninterrupted_run(tmp_pat
     assert not (output / "backup").exists()  # a finished run removes its backup
 
 
-def _run_to_end(args, log_path):
-    process = subprocesses.start(args, log_path)
-    subprocesses.finish([process], timeout=600)
-    return process.returncode, open(log_path, errors="replace").read()
-
-
-def test_cli_keep_backup_extends_a_finished_run_with_more_epochs(tmp_path):
+def test_cli_keep_backup_extends_a_finished_run_with_more_epochs(tmp_path, capsys):
     output = tmp_path / "run"
     command = [*_train_command(output), "--keep-backup", "--warmup-steps", "20"]
     epochs_at = command.index("--epochs") + 1
 
     command[epochs_at] = "1"
-    code, log = _run_to_end(command, tmp_path / "first.log")
+    code, log = _run_to_end(command, capsys)
     assert code == 0, log
     first = json.loads((output / "results.json").read_text())
     steps_per_epoch = first["steps_per_epoch"]
@@ -237,7 +241,7 @@ def test_cli_keep_backup_extends_a_finished_run_with_more_epochs(tmp_path):
     # Killed after its last epoch's backup, before the results: the same command finishes it
     # without training (and keeps the backup until the results are written).
     os.remove(output / "results.json")
-    code, log = _run_to_end(command, tmp_path / "again.log")
+    code, log = _run_to_end(command, capsys)
     assert code == 0 and "Traceback" not in log, log
     again = json.loads((output / "results.json").read_text())
     assert again["resumed_from_step"] == again["steps"] == steps_per_epoch and "test" in again
@@ -245,7 +249,7 @@ def test_cli_keep_backup_extends_a_finished_run_with_more_epochs(tmp_path):
     history_before = (output / "history.csv").read_text()
 
     command[epochs_at] = "2"
-    code, log = _run_to_end(command, tmp_path / "second.log")
+    code, log = _run_to_end(command, capsys)
     assert code == 0, log
     assert "Resuming from the backup" in log
     second = json.loads((output / "results.json").read_text())
@@ -258,7 +262,7 @@ def test_cli_keep_backup_extends_a_finished_run_with_more_epochs(tmp_path):
 
     # Fewer epochs than the backup holds: a clear error, and the backup is left alone.
     command[epochs_at] = "1"
-    code, log = _run_to_end(command, tmp_path / "third.log")
+    code, log = _run_to_end(command, capsys)
     assert code == 2, log
     assert f"holds {2 * steps_per_epoch} training steps" in log and "epochs=1" in log
     assert "Traceback" not in log
