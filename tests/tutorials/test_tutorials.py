@@ -1,21 +1,26 @@
 """Every tutorial runs as a script in QUICK mode and writes its figures, and every
 committed notebook holds the same cells as its script.
 
-Each tutorial runs in its own Python process (it sets up TensorFlow its own way:
-tutorial 11 splits the CPU into two logical devices first), with the figures in
-the test's temporary folder. The QUICK runs share one model cache, as a reader
-running them in order does: they run in order on one test worker (the
-`tutorials` xdist group), so 10 and 12 reload the models 01-03 trained. Each
-tutorial still trains what it finds missing. In QUICK mode a tutorial takes
-20-60 s on a 2-core CPU; the timeout is generous because CI machines are shared.
+The tutorials run one after another in one Python process started for them
+(`runpy`, as `python NN_name.py` runs a script; TensorFlow is imported once, and
+the Keras dtype policy and pyplot's figures are reset between two scripts),
+except tutorial 11, which sets TensorFlow up its own way (two logical CPU
+devices before anything else) and gets a process of its own. The QUICK runs
+share one model cache, as a reader running them in order does: they run in
+order on one test worker (the `tutorials` xdist group), so 10 and 12 reload the
+models 01-03 trained. Each tutorial still trains what it finds missing. In
+QUICK mode a tutorial takes 5-45 s on a 2-core CPU; the timeout is generous
+because CI machines are shared.
 """
 
 import ast
 import importlib
 import importlib.util
+import json
 import os
 import pathlib
 import re
+import select
 import subprocess
 import sys
 
@@ -54,31 +59,78 @@ def test_every_tutorial_is_listed():
     assert [s.stem for s in SCRIPTS] == sorted(FIGURES)
 
 
+# Reads a script name a line, runs it as __main__, prints "RESULT {json}" with its output and whether it ended well.
+_RUNNER = r"""
+import contextlib, io, json, runpy, sys, traceback
+sys.path.insert(0, ".")
+for line in sys.stdin:
+    out, ok = io.StringIO(), True
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(line.strip(), run_name="__main__")
+    except BaseException:
+        ok = False
+        out.write(traceback.format_exc())
+    import keras, matplotlib.pyplot as plt
+    keras.config.set_dtype_policy("float32")
+    plt.close("all")
+    print("RESULT " + json.dumps({"ok": ok, "output": out.getvalue()}), flush=True)
+"""
+OWN_PROCESS = {"11_distributed_training"}  # sets up logical devices before TensorFlow starts
+
+
 @pytest.fixture(scope="module")
-def model_cache(tmp_path_factory):
-    """The tutorials' shared cache of trained QUICK models."""
-    return tmp_path_factory.mktemp("tutorial-cache")
-
-
-@pytest.mark.xdist_group("tutorials")
-@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
-def test_tutorial_runs_in_quick_mode(script, tmp_path, multi30k_dir, model_cache):
-    figures = tmp_path / "figures"
-    env = dict(
+def quick_env(tmp_path_factory, multi30k_dir):
+    """The environment of the QUICK runs: one model cache and one figure folder for all of them."""
+    return dict(
         os.environ,
         QUICK="1",
-        TUTORIAL_OUTPUT_DIR=str(figures),
-        TUTORIAL_CACHE_DIR=str(model_cache),
+        TUTORIAL_OUTPUT_DIR=str(tmp_path_factory.mktemp("tutorial-figures")),
+        TUTORIAL_CACHE_DIR=str(tmp_path_factory.mktemp("tutorial-cache")),
         MPLBACKEND="Agg",
         TF_CPP_MIN_LOG_LEVEL="2",
         PYTHONUNBUFFERED="1",
     )
-    done = subprocess.run(
-        [sys.executable, "-u", script.name], cwd=TUTORIALS, env=env,
-        capture_output=True, text=True, timeout=TIMEOUT_SECONDS,
-    )
-    assert done.returncode == 0, f"{script.name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    assert "mode: QUICK" in done.stdout
+
+
+@pytest.fixture(scope="module")
+def runner(quick_env):
+    process = subprocess.Popen([sys.executable, "-u", "-c", _RUNNER], cwd=TUTORIALS, env=quick_env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    yield process
+    process.stdin.close()
+    process.wait(timeout=60)
+
+
+def _run_in(runner, script):
+    """(ok, output) of `script` run by the runner process (with what it wrote to stderr before it)."""
+    runner.stdin.write(script.name + "\n")
+    runner.stdin.flush()
+    stderr = []
+    while True:
+        ready, _, _ = select.select([runner.stdout], [], [], TIMEOUT_SECONDS)
+        assert ready, f"{script.name} did not finish in {TIMEOUT_SECONDS} s"
+        line = runner.stdout.readline()
+        assert line, f"the tutorial runner ended while running {script.name}:\n{''.join(stderr)[-3000:]}"
+        if not line.startswith("RESULT "):
+            stderr.append(line)
+            continue
+        result = json.loads(line[len("RESULT "):])
+        return result["ok"], result["output"] + "".join(stderr)
+
+
+@pytest.mark.xdist_group("tutorials")
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_tutorial_runs_in_quick_mode(script, quick_env, runner):
+    if script.stem in OWN_PROCESS:
+        done = subprocess.run([sys.executable, "-u", script.name], cwd=TUTORIALS, env=quick_env,
+                              capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
+        ok, output = done.returncode == 0, done.stdout + done.stderr
+    else:
+        ok, output = _run_in(runner, script)
+    assert ok, f"{script.name} failed:\n{output[-6000:]}"
+    assert "mode: QUICK" in output
+    figures = pathlib.Path(quick_env["TUTORIAL_OUTPUT_DIR"])
     for name in FIGURES[script.stem]:
         path = figures / name
         assert path.is_file() and path.stat().st_size > 1000, f"{script.name} did not write {name}"
