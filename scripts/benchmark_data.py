@@ -16,8 +16,8 @@ Then, each in a fresh process (so that every peak RSS is its own):
 - prepared: `PreparedCorpus.dataset` with the same batching, as
   `train --data-dir PREPARED` runs;
 - the training step of the `small` Transformer (3+3 layers, d_model 256,
-  compiled with XLA as `train` does by default) on batches of the prepared
-  pipeline.
+  compiled with XLA as `train` does by default; `--quick`: the `tiny` one,
+  without XLA) on batches of the prepared pipeline.
 
 Measured: the time from building the pipeline to its first batch (the
 line-count check and the length sample included), then `--rounds` rounds of
@@ -172,7 +172,7 @@ def measure_training(args, tf, data, source_tok, target_tok):
         tf.TensorSpec([None, None], tf.int32))).cache().repeat()
     keras.utils.set_random_seed(0)
     model = Transformer(source_tok.vocab_size, target_tok.vocab_size, max_length=512, **PRESETS[args.preset])
-    model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=MaskedSparseCrossEntropy(), jit_compile=True)
+    model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=MaskedSparseCrossEntropy(), jit_compile=args.jit)
     model.fit(ds, steps_per_epoch=len(batches), epochs=1, verbose=0, shuffle=False)  # compiles every shape
     rates = []
     for _ in range(args.rounds):
@@ -180,14 +180,14 @@ def measure_training(args, tf, data, source_tok, target_tok):
         model.fit(ds, steps_per_epoch=args.train_steps + 1, epochs=1, verbose=0, callbacks=[timer], shuffle=False)
         rates.append(args.train_steps * real_tokens / (timer.times[-1] - timer.times[0]))
     return dict(training_target_tokens_per_second=statistics.median(rates), rounds=rates,
-                preset=args.preset, mean_real_target_tokens_per_batch=real_tokens)
+                preset=args.preset, jit_compile=args.jit, mean_real_target_tokens_per_batch=real_tokens)
 
 
 def run_child(args, measure_name, **paths):
     command = [sys.executable, "-u", os.path.abspath(__file__), "--measure", measure_name,
                "--batch-tokens", str(args.batch_tokens), "--rounds", str(args.rounds),
                "--batches", str(args.batches), "--train-steps", str(args.train_steps),
-               "--train-batches", str(args.train_batches),
+               "--train-batches", str(args.train_batches), "--jit" if args.jit else "--no-jit",
                "--preset", args.preset, "--prepared", paths["prepared"]]
     if "files" in paths:
         command += ["--files", *paths["files"]]
@@ -242,7 +242,9 @@ def main(argv=None):
     parser.add_argument("--train-batches", type=int, default=8,
                         help="distinct batches the training step cycles through (each shape compiles once)")
     parser.add_argument("--preset", default="small")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes and model, to test the script")
+    parser.add_argument("--jit", action=argparse.BooleanOptionalAction, default=True,
+                        help="compile the training step with XLA, as train does by default (--quick: no)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes and model, no XLA: to test the script")
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--measure", choices=["raw", "prepared", "train"], help=argparse.SUPPRESS)
     parser.add_argument("--prepared", help=argparse.SUPPRESS)
@@ -252,7 +254,7 @@ def main(argv=None):
         return measure(args)
     if args.quick:
         args.sizes, args.rounds, args.batches, args.train_steps, args.preset = [1000, 5000], 2, 5, 2, "tiny"
-        args.train_batches = 2
+        args.train_batches, args.jit = 2, False
         args.batch_tokens = 1024
     with tempfile.TemporaryDirectory() as scratch:
         work = args.work or scratch

@@ -95,6 +95,25 @@ def multi30k_dir():
     return find_multi30k()
 
 
+# The command line of the test run's one tiny finished run (`tiny_run`): its model and training, then its data.
+TINY_TRAINING = ["--model", "bahdanau", "--preset", "tiny", "--vocab-size", "200", "--max-length", "32",
+                 "--epochs", "1", "--batch-size", "16", "--no-jit", "--max-test-examples", "50"]
+TINY_RUN = ["train", *TINY_TRAINING, "--dataset", "dates", "--max-train-examples", "128"]
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """A finished `keras-attention train` run folder (`TINY_RUN`), trained once for the whole test run and
+    shared by the command-line tests: copy it before changing it."""
+
+    def build(folder):
+        from keras_attention.cli import main
+
+        assert main([*TINY_RUN, "--output", str(folder / "run")]) == 0
+
+    return shared_folder(tmp_path_factory, "tiny_run", build) / "run"
+
+
 def shared_folder(tmp_path_factory, name, build):
     """`name`, a folder built once for the whole test run and shared by every test worker.
 

@@ -18,11 +18,11 @@ import sys
 import pytest
 
 from keras_attention.cli import main
+from tests.conftest import TINY_TRAINING
 
 pytestmark = pytest.mark.xdist_group("cli_bad_input")  # one worker: the world is built once
 
-TRAIN = ["--model", "bahdanau", "--preset", "tiny", "--vocab-size", "200", "--max-length", "32",
-         "--epochs", "1", "--batch-size", "16", "--no-jit", "--max-test-examples", "50"]
+TRAIN = TINY_TRAINING  # the shared run's model and training options
 
 
 def snapshot(folder):
@@ -36,11 +36,11 @@ def snapshot(folder):
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, tiny_run):
     """A finished run, its translator (and damaged copies), an export, and small corpora with defects."""
     root = tmp_path_factory.mktemp("bad_input")
     run = root / "run"
-    assert main(["train", *TRAIN, "--dataset", "dates", "--max-train-examples", "128", "--output", str(run)]) == 0
+    shutil.copytree(tiny_run, run)
     translator = run / "translator"
     for name, damage in [("truncated", "model"), ("broken_json", "json")]:
         copy = root / name

@@ -29,6 +29,8 @@ from keras_attention.serving import CTranslate2Translator, export_ctranslate2
 from keras_attention.training.losses import MaskedSparseCrossEntropy
 from tests.explain.explain_helpers import dates_tokenizers, make_translator
 
+pytestmark = pytest.mark.xdist_group("ctranslate2")  # one worker: the dates Transformer is trained once
+
 LAYOUTS = {
     "post-norm, tied, sinusoidal": {},
     "pre-norm, learned positions": dict(normalize_first=True, position="learned"),

@@ -2,11 +2,13 @@
 
 import hashlib
 import os
+import shutil
 
 import pytest
 
 from keras_attention.cli import main
 from keras_attention.training.run_folder import PREVIOUS, RunFolder
+from tests.conftest import TINY_RUN
 
 
 def snapshot(folder):
@@ -116,13 +118,10 @@ def test_a_failed_new_run_leaves_nothing_unless_it_wrote_a_backup(tmp_path):
     assert (tmp_path / "kept" / "backup").is_dir()  # what --resume continues from
 
 
-def test_cli_train_refuses_then_overwrites(tmp_path, capsys):
+def test_cli_train_refuses_then_overwrites(tmp_path, capsys, tiny_run):
     run = tmp_path / "run"
-    command = ["train", "--model", "bahdanau", "--preset", "tiny", "--dataset", "dates", "--vocab-size", "200",
-               "--max-length", "32", "--epochs", "1", "--batch-size", "32", "--max-train-examples", "128",
-               "--max-test-examples", "50",
-               "--no-jit", "--output", str(run)]
-    assert main(command) == 0
+    shutil.copytree(tiny_run, run)  # the shared run, trained by the same command
+    command = [*TINY_RUN, "--output", str(run)]
     before = snapshot(run)
     capsys.readouterr()
     assert main(command) == 2
