@@ -16,6 +16,7 @@ from keras_attention.cli_arguments import (
     prepare_config,
 )
 from keras_attention.ctrl_c import resend_dropped_ctrl_c
+from keras_attention.files import read_translator_config
 from keras_attention.reporting import print_summary
 from keras_attention.tensorflow_only import BackendError, require_tensorflow
 from keras_attention.xla_cache import use_xla_cache
@@ -82,8 +83,10 @@ def _without_tensorflow_log_lines():
     os.dup2(write_end, 2)
     os.close(write_end)
 
+    copy_to = os.dup(real)  # the thread's own descriptor: `real` may be closed before the thread starts
+
     def copy():
-        with os.fdopen(read_end, "rb") as lines, os.fdopen(os.dup(real), "wb", buffering=0) as out:
+        with os.fdopen(read_end, "rb") as lines, os.fdopen(copy_to, "wb", buffering=0) as out:
             for line in lines:
                 if not _TF_LOG_LINE.match(line):
                     out.write(line)
@@ -109,10 +112,15 @@ def _how_to_go_on(args):
     return f"; no backup was written yet, so {args.output} is as it was before."
 
 
+_LOADS_A_TRANSLATOR = ("translate", "explain", "evaluate", "export")
+
+
 def _run(args):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if _compiles_with_xla(args) and not args.no_xla_cache:
         use_xla_cache(args.xla_cache)  # before TensorFlow first compiles
+    if args.command in _LOADS_A_TRANSLATOR and getattr(args, "engine", "keras") == "keras":
+        read_translator_config(_translator_folder(args.translator))  # a folder without one: before TensorFlow
     require_tensorflow("The command line")
     verbs = {"train": _train, "prepare": _prepare, "demo": _demo, "average-checkpoints": _average,
              "export": _export, "explain": _explain, "evaluate": _evaluate, "translate": _translate}

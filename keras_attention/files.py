@@ -1,8 +1,8 @@
-"""Files written whole or not at all: a temporary name in the same folder, then a rename.
+"""Files written whole or not at all, and the translator folder's configuration read without TensorFlow.
 
-A reader (or a run killed half-way through a write) sees either the old file
-or the new one, never part of one: `os.replace` within one file system is
-atomic.
+Writes go to a temporary name in the same folder, then a rename: a reader (or
+a run killed half-way through a write) sees either the old file or the new one,
+never part of one (`os.replace` within one file system is atomic).
 """
 
 import contextlib
@@ -45,3 +45,31 @@ def write_text(path, text):
 def write_json(path, value, indent=None):
     """Write `value` as JSON (UTF-8, non-ASCII kept) to `path` atomically."""
     write_text(path, json.dumps(value, indent=indent, ensure_ascii=False))
+
+
+TRANSLATOR_KEYS = ("source_tokenizer", "target_tokenizer", "max_source_length", "max_target_length")
+
+
+def read_translator_config(directory):
+    """The dict in `directory/translator.json`, checked; a one-line error when the folder holds no translator.
+
+    Reads no weights and imports no TensorFlow, so the command line checks a
+    folder before it starts TensorFlow; `Translator.load` calls it too.
+    """
+    config_path = os.path.join(directory, "translator.json")
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(
+            f"No translator in {directory!r}: {config_path!r} is missing "
+            "(write one with Translator.save or `keras-attention train`)."
+        )
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        where = f"line {error.lineno}: {error.msg}" if isinstance(error, json.JSONDecodeError) else "not UTF-8"
+        raise ValueError(f"{config_path}: invalid JSON ({where}); write it again with Translator.save "
+                         "or `keras-attention train`.") from None
+    missing = [key for key in TRANSLATOR_KEYS if key not in config] if isinstance(config, dict) else TRANSLATOR_KEYS
+    if missing:
+        raise ValueError(f"{config_path}: not a translator configuration (no {', '.join(missing)}).")
+    return config

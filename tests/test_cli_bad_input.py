@@ -166,3 +166,17 @@ def test_a_real_process_prints_the_one_line_too(world):
                           env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     _one_error_line(done.stderr, words)
+
+
+@pytest.mark.parametrize("verb", ["translate", "explain", "evaluate", "export"])
+def test_a_folder_without_a_translator_is_refused_before_tensorflow_starts(world, verb, tmp_path):
+    """The folder check needs no TensorFlow, so its one line comes before TensorFlow's seconds of import."""
+    arguments = {"translate": ["hi"], "explain": ["hi", "-o", str(tmp_path / "p.html")], "evaluate": [],
+                 "export": [str(tmp_path / "served")]}[verb]
+    program = ("import sys; from keras_attention.cli import main; code = main(sys.argv[1:]); "
+               "print(code, [m for m in ('tensorflow', 'keras') if m in sys.modules])")
+    for folder, words in ((world / "nothing", "translator.json"), (world / "broken_json", "invalid JSON")):
+        done = subprocess.run([sys.executable, "-c", program, verb, str(folder), *arguments], capture_output=True,
+                              text=True, timeout=120)
+        assert done.stdout.strip() == "2 []", (done.stdout, done.stderr[-2000:])
+        _one_error_line(done.stderr, words)

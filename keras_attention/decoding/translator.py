@@ -2,7 +2,6 @@
 
 import dataclasses
 import functools
-import json
 import os
 import warnings
 import zipfile
@@ -17,7 +16,7 @@ from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.decoding.beam_search import beam_search
 from keras_attention.decoding.greedy import greedy_decode
 from keras_attention.decoding.sampling import sample
-from keras_attention.files import replaced_atomically, write_json
+from keras_attention.files import read_translator_config, replaced_atomically, write_json
 from keras_attention.layers.validation import check_choice, check_positive_int
 # Registers the model classes, so `Translator.load` can rebuild them in a fresh process.
 from keras_attention import models  # noqa: F401
@@ -260,23 +259,8 @@ class Translator(tf.Module):
     @classmethod
     def load(cls, directory, jit_compile=False):
         """Rebuild a translator written by `save` (`jit_compile`: as in the constructor)."""
+        config = read_translator_config(directory)
         config_path = os.path.join(directory, "translator.json")
-        if not os.path.exists(config_path):
-            raise FileNotFoundError(
-                f"No translator in {directory!r}: {config_path!r} is missing "
-                "(write one with Translator.save or `keras-attention train`)."
-            )
-        try:
-            with open(config_path, encoding="utf-8") as f:
-                config = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            where = f"line {error.lineno}: {error.msg}" if isinstance(error, json.JSONDecodeError) else "not UTF-8"
-            raise ValueError(f"{config_path}: invalid JSON ({where}); write it again with Translator.save "
-                             "or `keras-attention train`.") from None
-        missing = [k for k in ("source_tokenizer", "target_tokenizer", "max_source_length", "max_target_length")
-                   if k not in config]
-        if missing:
-            raise ValueError(f"{config_path}: not a translator configuration (no {', '.join(missing)}).")
         if "metadata" not in config:
             warnings.warn(f"{config_path} was written by an older keras-attention: the languages and "
                           "data set it was trained on are unknown.", stacklevel=2)
