@@ -119,11 +119,9 @@ def _run(args):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if _compiles_with_xla(args) and not args.no_xla_cache:
         use_xla_cache(args.xla_cache)  # before TensorFlow first compiles
-    # A folder without a translator: one line before TensorFlow starts (under another backend, that refusal first).
-    if (args.command in _LOADS_A_TRANSLATOR and getattr(args, "engine", "keras") == "keras"
-            and os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow"):
-        read_translator_config(_translator_folder(args.translator))
-    require_tensorflow("The command line")
+    require_tensorflow("The command line")  # reads the backend without starting TensorFlow
+    if args.command in _LOADS_A_TRANSLATOR and getattr(args, "engine", "keras") == "keras":
+        read_translator_config(_translator_folder(args.translator))  # a folder without one: before TensorFlow
     verbs = {"train": _train, "prepare": _prepare, "demo": _demo, "average-checkpoints": _average,
              "export": _export, "explain": _explain, "evaluate": _evaluate, "translate": _translate}
     return verbs[args.command](args)

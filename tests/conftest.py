@@ -1,4 +1,3 @@
-import contextlib
 import fcntl
 import gc
 import os
@@ -124,19 +123,11 @@ def shared_folder(tmp_path_factory, name, build):
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # pytest-of-USER/pytest-N, above every worker's own folder
     folder, done = root / name, root / f"{name}.done"
-    with open(root / f"{name}.lock", "w") as lock, _locked(lock):
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if not done.exists():
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir()
             build(folder)
             done.touch()
     return folder
-
-
-@contextlib.contextmanager
-def _locked(file):
-    fcntl.flock(file, fcntl.LOCK_EX)
-    try:
-        yield
-    finally:
-        fcntl.flock(file, fcntl.LOCK_UN)

@@ -69,3 +69,28 @@ def test_under_jax_layers_run_without_tensorflow_and_tensorflow_entries_say_so()
     assert lines == ["keras-attention translate: error: The command line runs on Keras' TensorFlow backend only; "
                      "this process uses the 'jax' backend (set KERAS_BACKEND=tensorflow, or use the layers and "
                      "models alone)"]
+
+
+def test_the_configured_backend_is_read_as_keras_reads_it(tmp_path, monkeypatch):
+    """Before Keras is imported: KERAS_BACKEND first, then keras.json in KERAS_HOME, else TensorFlow."""
+    from keras_attention.tensorflow_only import configured_backend
+
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    assert configured_backend() == "tensorflow"  # no keras.json
+    (tmp_path / "keras.json").write_text('{"backend": "jax", "floatx": "float32"}')
+    assert configured_backend() == "jax"
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    assert configured_backend() == "torch"
+    (tmp_path / "keras.json").write_text("{not json")
+    monkeypatch.delenv("KERAS_BACKEND")
+    assert configured_backend() == "tensorflow"  # Keras ignores a broken file too
+
+
+def test_the_command_line_refuses_another_backend_before_importing_keras(tmp_path):
+    program = ("import sys; from keras_attention.cli import main; code = main(sys.argv[1:]); "
+               "print(code, [m for m in ('tensorflow', 'keras') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", program, "translate", str(tmp_path / "nothing"), "hi"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "KERAS_BACKEND": "jax"})
+    assert done.stdout.strip() == "2 []", (done.stdout, done.stderr[-2000:])
+    assert done.stderr.count("\n") == 1 and "TensorFlow backend only" in done.stderr
