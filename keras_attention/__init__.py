@@ -14,7 +14,9 @@ import sys
 # The public API, loaded on first use (PEP 562): `import keras_attention` stays
 # light (the command line parses its arguments before TensorFlow starts), while
 # `keras_attention.Translator`, `from keras_attention import layers`, ... work.
-_SUBMODULES = ("data", "decoding", "explain", "layers", "models", "plotting", "serving", "training")
+_SUBMODULES = {name: f"keras_attention.{name}"
+               for name in ("data", "decoding", "explain", "layers", "models", "serving", "training")}
+_SUBMODULES["plotting"] = "keras_attention.explain.plotting"
 _NAMES = {
     "Translator": "keras_attention.decoding.translator",
     "TrainConfig": "keras_attention.training.recipe",
@@ -28,7 +30,7 @@ __all__ = ["DATA_ENV_VAR", "__version__", *_SUBMODULES, *_NAMES]
 
 def __getattr__(name):
     if name in _SUBMODULES:
-        return importlib.import_module(f"keras_attention.{name}")
+        return importlib.import_module(_SUBMODULES[name])
     if name in _NAMES:
         module = importlib.import_module(_NAMES[name])
         return getattr(module, "export" if name == "export_translator" else name)

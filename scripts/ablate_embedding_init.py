@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention import data
-from keras_attention.files import write_json
+from keras_attention.base.files import write_json
 from keras_attention.training.recipe import TrainConfig, train
 
 INITIALIZERS = {

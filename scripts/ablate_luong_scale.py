@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from keras_attention import data
-from keras_attention.files import write_json
+from keras_attention.base.files import write_json
 from keras_attention.training.evaluation import evaluate_bleu
 from keras_attention.training.recipe import TrainConfig, train
 

@@ -30,7 +30,7 @@ import tensorflow as tf
 from timing import alternated_times, device, write_json
 from train_multi30k import COMMON, CONFIGS  # this folder: run as a script
 
-from keras_attention.options import BUCKET_METHODS
+from keras_attention.base.options import BUCKET_METHODS
 from keras_attention.training import recipe
 from keras_attention.training.config import TrainConfig
 from keras_attention.training.corpus import prepare_data

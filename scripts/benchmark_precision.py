@@ -35,7 +35,7 @@ import keras
 from benchmark_training import matmul_peak, random_batch, time_training
 from timing import device, write_json
 
-from keras_attention.cpu_kernels import use_cpu_dropout
+from keras_attention.models.cpu_kernels import use_cpu_dropout
 from keras_attention.models import Transformer
 from keras_attention.training import MaskedSparseCrossEntropy
 from keras_attention.training.distribution import PRECISIONS

@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from keras_attention.files import write_json
+from keras_attention.base.files import write_json
 from keras_attention.layers.alignment_attention import AlignmentAttention
 from keras_attention.models import build_model
 from keras_attention.training.losses import MaskedSparseCrossEntropy

@@ -10,7 +10,7 @@ run times `--steps` training steps after two warm-up steps (in the first
 round, these compile the step; each model is compiled once for all rounds).
 
 Ours runs three times over: as the layers package builds it, with the `cpu_dropout`
-switch of `keras_attention.cpu_kernels`, and with `cpu_dropout` and `cpu_rows` (the
+switch of `keras_attention.models.cpu_kernels`, and with `cpu_dropout` and `cpu_rows` (the
 training recipe's default), all from the same weights: the in-process A/B of each switch.
 
 Printed: target tokens/s of each run and their medians, the ratios to keras-hub,
@@ -51,9 +51,9 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 
-from keras_attention.cpu_kernels import use_cpu_dropout, use_cpu_rows
+from keras_attention.models.cpu_kernels import use_cpu_dropout, use_cpu_rows
 from keras_attention.models import Transformer
-from keras_attention.options import argument_type
+from keras_attention.base.options import argument_type
 from keras_attention.training import MaskedSparseCrossEntropy
 
 import product_bound  # this folder: run as a script
@@ -250,7 +250,7 @@ def main(argv=None):
     keras.utils.set_random_seed(0)
     batch = random_batch(c)
     # "ours" is the library's Transformer as the layers package builds it; the same
-    # model (same initial weights) with the CPU switches of keras_attention.cpu_kernels:
+    # model (same initial weights) with the CPU switches of keras_attention.models.cpu_kernels:
     # "ours_cpu_dropout" with `cpu_dropout`, "ours_cpu_rows" with `cpu_dropout` and
     # `cpu_rows` (the training recipe's default). Alternating with each other and with
     # keras-hub, they are the in-process A/B of each switch.

@@ -37,9 +37,9 @@ import keras
 import numpy as np
 
 from keras_attention import data
-from keras_attention.cpu_kernels import use_cpu_dropout
+from keras_attention.models.cpu_kernels import use_cpu_dropout
 from keras_attention.models import build_model
-from keras_attention.options import MAX_BUCKETS
+from keras_attention.base.options import MAX_BUCKETS
 from keras_attention.training.config import TrainConfig
 from keras_attention.training.corpus import build_tokenizers
 from keras_attention.training.recipe import compile_for_training

@@ -12,7 +12,7 @@ MULTI30K_RUNS = [(m, d) for m in ("transformer", "bahdanau", "luong", "rnn") for
 # Runs of other recipes, shown after the one they vary once their JSON exists.
 MULTI30K_VARIANTS = {"transformer": ["transformer-shared", "transformer-tiny"]}
 # How a run's size overrides read in its row's name (one entry for each of `train`'s size flags,
-# keras_attention.cli_arguments.TRANSFORMER_SIZE_FLAGS; a test keeps the two in step).
+# keras_attention.cli.arguments.TRANSFORMER_SIZE_FLAGS; a test keeps the two in step).
 SIZE_WORDS = {"num_layers": "{} layers a side", "d_model": "width {}", "num_heads": "{} heads",
               "intermediate_dim": "feed-forward {}"}
 

@@ -1,6 +1,6 @@
 """The result blocks on training speed: tokens a second against keras-hub, and what XLA's compiling costs."""
 
-from keras_attention.options import DEFAULT_BUCKET_METHOD, PAIRS_PER_BUCKET, XLA_MIN_PAIRS
+from keras_attention.base.options import DEFAULT_BUCKET_METHOD, PAIRS_PER_BUCKET, XLA_MIN_PAIRS
 from results_common import load, provenance, table
 
 

@@ -40,7 +40,7 @@ import _common
 from _common import figure_path
 from keras_attention import evaluate_bleu, layers
 from keras_attention.explain import explain
-from keras_attention.plotting import plot_attention
+from keras_attention.explain.plotting import plot_attention
 
 _common.start("02 Bahdanau attention")
 

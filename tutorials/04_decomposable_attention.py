@@ -43,7 +43,7 @@ import numpy as np
 import _common
 from _common import QUICK, figure_path
 from keras_attention import data, models
-from keras_attention.plotting import plot_attention
+from keras_attention.explain.plotting import plot_attention
 
 _common.start("04 Decomposable attention")
 

@@ -42,7 +42,7 @@ import numpy as np
 import _common
 from _common import QUICK, figure_path
 from keras_attention import layers
-from keras_attention.plotting import plot_attention
+from keras_attention.explain.plotting import plot_attention
 
 _common.start("05 Queries, keys and values")
 

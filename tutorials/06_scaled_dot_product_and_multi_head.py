@@ -41,7 +41,7 @@ import numpy as np
 import _common
 from _common import figure_path
 from keras_attention import layers
-from keras_attention.plotting import plot_attention_heads
+from keras_attention.explain.plotting import plot_attention_heads
 
 _common.start("06 Scaled dot-product and multi-head attention")
 

@@ -38,7 +38,7 @@ import numpy as np
 import _common
 from _common import figure_path
 from keras_attention import layers
-from keras_attention.plotting import plot_position_encoding
+from keras_attention.explain.plotting import plot_position_encoding
 
 _common.start("07 Positional encoding")
 

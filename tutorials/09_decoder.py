@@ -45,7 +45,7 @@ import _common
 from _common import figure_path
 from keras_attention import Translator, layers, models
 from keras_attention.explain import explain
-from keras_attention.plotting import plot_attention_heads
+from keras_attention.explain.plotting import plot_attention_heads
 
 _common.start("09 The decoder")
 

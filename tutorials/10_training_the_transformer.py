@@ -44,7 +44,7 @@ import numpy as np
 import _common
 from _common import SETTINGS, figure_path
 from keras_attention.explain import explain
-from keras_attention.plotting import plot_attention_heads, plot_history, plot_schedule, plot_transformer
+from keras_attention.explain.plotting import plot_attention_heads, plot_history, plot_schedule, plot_transformer
 from keras_attention import Translator, evaluate_bleu, layers, models
 from keras_attention.training import MaskedSparseCrossEntropy, MaskedTokenAccuracy, TransformerSchedule
 

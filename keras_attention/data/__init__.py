@@ -18,7 +18,7 @@ from keras_attention.data.bucketing import auto_bucket_boundaries, min_padding_b
 from keras_attention.data.pipeline import LengthStats, make_translation_dataset
 from keras_attention.data.prepared import PreparedCorpus, is_prepared
 from keras_attention.data.records import prepare_corpus
-from keras_attention.data.files import count_lines, expand_files
+from keras_attention.data.corpus_files import count_lines, expand_files
 from keras_attention.data.streaming import CorpusError, CorpusReport, corpus_error
 from keras_attention.data.text_files import read_lines, read_parallel_lines
 from keras_attention.data.tokenizers import SubwordTokenizer

@@ -17,7 +17,7 @@ import random
 
 import tensorflow as tf
 
-from keras_attention.layers.validation import check_choice, check_positive_int
+from keras_attention.base.validation import check_choice, check_positive_int
 
 SPLITS = ("train", "val", "test")
 LANGUAGES = ("en", "fr", "de")

@@ -38,9 +38,9 @@ from keras_attention.data.prepared import (
     VERSION,
     is_prepared,
 )
-from keras_attention.data.files import sha256_of
+from keras_attention.data.corpus_files import sha256_of
 from keras_attention.data.text_files import logger
-from keras_attention.layers.validation import check_positive_int
+from keras_attention.base.validation import check_positive_int
 
 
 def prepare_corpus(

@@ -3,19 +3,18 @@
 import keras
 from keras import ops
 
+from keras_attention.base.validation import check_non_negative_float, check_positive_int
 from keras_attention.decoding.chunks import chunk_rooms, run_in_chunks
 from keras_attention.decoding.common import (
     NEG_INF,
     DecodeResult,
     check_attention,
     check_common_arguments,
-    check_non_negative_float,
     decoding_stages,
     mask_padding,
     run_in_stages,
     write_column,
 )
-from keras_attention.layers.validation import check_positive_int
 
 
 def length_penalty_factor(lengths, alpha):

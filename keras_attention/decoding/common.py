@@ -34,7 +34,7 @@ import keras
 from keras import ops
 
 from keras_attention.decoding.chunks import chunk_rooms, run_in_chunks
-from keras_attention.layers.validation import check_positive_int, check_rank
+from keras_attention.base.validation import check_positive_int, check_rank
 
 NEG_INF = float("-inf")
 
@@ -100,11 +100,6 @@ def check_common_arguments(model, source_ids, start_id, end_id, max_length):
     return ops.cast(source_ids, "int32")
 
 
-def check_non_negative_float(name, value):
-    """Return `value` as a float if it is a real number >= 0, else raise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValueError(f"`{name}` must be a number >= 0. Received: {name}={value!r}")
-    return float(value)
 
 
 # Growing the decoding state ----------------------------------------------------------

@@ -4,7 +4,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_attention.decoding.common import NEG_INF, check_common_arguments, decode_single_path
-from keras_attention.layers.validation import check_positive_int
+from keras_attention.base.validation import check_positive_int
 
 
 def top_k_filter(logits, k):

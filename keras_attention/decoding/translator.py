@@ -10,14 +10,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_attention.tensorflow_only import require_tensorflow
+from keras_attention.base.tensorflow_only import require_tensorflow
 from keras_attention import __version__
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.decoding.beam_search import beam_search
 from keras_attention.decoding.greedy import greedy_decode
 from keras_attention.decoding.sampling import sample
-from keras_attention.files import read_translator_config, replaced_atomically, write_json
-from keras_attention.layers.validation import check_choice, check_positive_int
+from keras_attention.base.files import read_translator_config, replaced_atomically, translator_folder, write_json
+from keras_attention.base.validation import check_choice, check_positive_int
 # Registers the model classes, so `Translator.load` can rebuild them in a fresh process.
 from keras_attention import models  # noqa: F401
 
@@ -258,7 +258,13 @@ class Translator(tf.Module):
 
     @classmethod
     def load(cls, directory, jit_compile=False):
-        """Rebuild a translator written by `save` (`jit_compile`: as in the constructor)."""
+        """Rebuild a translator written by `save` (`jit_compile`: as in the constructor).
+
+        `directory` is the folder `save` wrote, or a run folder of
+        `keras-attention train` (its `translator/` folder is loaded), as the
+        command line takes them.
+        """
+        directory = translator_folder(directory)
         config = read_translator_config(directory)
         config_path = os.path.join(directory, "translator.json")
         if "metadata" not in config:

@@ -6,7 +6,8 @@ import keras
 from keras import ops
 
 from keras_attention.layers.alignment_attention import AlignmentAttention
-from keras_attention.layers.validation import check_attention_shapes, check_positive_int
+from keras_attention.base.validation import check_positive_int
+from keras_attention.layers.validation import check_attention_shapes
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -1,42 +1,22 @@
-"""Argument checks whose errors name the argument and the value received."""
+"""Checks of tensors given to the layers: shapes, masks, token ids, keyword-only arguments.
+
+The numeric and choice checks are `keras_attention.base.validation`'s.
+"""
 
 import keras
 import numpy as np
 from keras import ops
 from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 
-
-def check_positive_int(name, value):
-    """Return `value` if it is an int >= 1, else raise ValueError naming it."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be an integer >= 1. Received: {name}={value!r}")  # as in options.RANGES
-    return value
+from keras_attention.base.validation import check_rank
 
 
-def check_rate(name, value):
-    """Return `value` as a float if 0 <= value < 1, else raise ValueError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-        raise ValueError(f"`{name}` must be a float in [0, 1). Received: {name}={value!r}")
-    return float(value)
 
 
-def check_choice(name, value, choices):
-    """Return `value` if it is one of `choices`, else raise ValueError."""
-    if value not in choices:
-        raise ValueError(
-            f"`{name}` must be one of {', '.join(map(repr, choices))}. "
-            f"Received: {name}={value!r}"
-        )
-    return value
 
 
-def check_rank(name, tensor_shape, ranks):
-    """Raise ValueError unless `len(tensor_shape)` is one of `ranks`."""
-    if len(tensor_shape) not in ranks:
-        wanted = " or ".join(str(r) for r in ranks)
-        raise ValueError(
-            f"`{name}` must have rank {wanted}. Received: {name}.shape={tuple(tensor_shape)}"
-        )
+
+
 
 
 def check_attention_shapes(query_shape, value_shape, key_shape):

@@ -1,6 +1,6 @@
 """Ready-made models built from the attention layers."""
 
-from keras_attention import cpu_kernels  # noqa: F401  (registers the CPU twins: trained models may hold them)
+from keras_attention.models import cpu_kernels  # noqa: F401  (registers the CPU twins: trained models may hold them)
 
 from keras_attention.models.decomposable_attention import DecomposableAttention
 from keras_attention.models.seq2seq_rnn import Seq2SeqRNN

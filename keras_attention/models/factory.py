@@ -1,16 +1,9 @@
 """Build a translation model from a kind and a preset name (used by the CLI)."""
 
-from keras_attention.layers.validation import check_choice
+from keras_attention.base.options import MODEL_KINDS as KINDS
+from keras_attention.base.validation import check_choice
 from keras_attention.models.seq2seq_rnn import Seq2SeqRNN
-from keras_attention.models.transformer import PRESETS, Transformer
-from keras_attention.options import MODEL_KINDS as KINDS
-
-RNN_PRESETS = {
-    "tiny": dict(embedding_dim=64, units=128, dropout=0.1),
-    "small": dict(embedding_dim=256, units=256, dropout=0.2),
-    "base": dict(embedding_dim=256, units=512, dropout=0.3),
-    "big": dict(embedding_dim=512, units=1024, dropout=0.3),
-}
+from keras_attention.models.transformer import Transformer
 
 
 def build_model(kind, preset, source_vocab_size, target_vocab_size, max_length=256, **overrides):
@@ -29,13 +22,8 @@ def build_model(kind, preset, source_vocab_size, target_vocab_size, max_length=2
         An unbuilt `keras.Model`.
     """
     check_choice("model", kind, KINDS)
-    check_choice("preset", preset, tuple(PRESETS))
     if kind == "transformer":
-        return Transformer(
-            source_vocab_size, target_vocab_size, max_length=max_length,
-            **{**PRESETS[preset], **overrides},
-        )
+        return Transformer.from_preset(preset, source_vocab_size, target_vocab_size, max_length=max_length,
+                                       **overrides)
     attention = None if kind == "rnn" else kind
-    return Seq2SeqRNN(
-        source_vocab_size, target_vocab_size, attention=attention, **{**RNN_PRESETS[preset], **overrides}
-    )
+    return Seq2SeqRNN.from_preset(preset, source_vocab_size, target_vocab_size, attention=attention, **overrides)

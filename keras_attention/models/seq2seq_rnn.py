@@ -4,8 +4,16 @@ import keras
 from keras import ops
 
 from keras_attention.layers import BahdanauAttention, LuongAttention
-from keras_attention.layers.validation import check_choice, check_positive_int, check_rate
+from keras_attention.base.validation import check_choice, check_positive_int, check_rate
 from keras_attention.models.time_scan import scan_carry
+
+# Named sizes for `Seq2SeqRNN.from_preset` (and `train --model bahdanau --preset ...`).
+RNN_PRESETS = {
+    "tiny": dict(embedding_dim=64, units=128, dropout=0.1),
+    "small": dict(embedding_dim=256, units=256, dropout=0.2),
+    "base": dict(embedding_dim=256, units=512, dropout=0.3),
+    "big": dict(embedding_dim=512, units=1024, dropout=0.3),
+}
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -306,6 +314,17 @@ class Seq2SeqRNN(keras.Model):
             }
         )
         return config
+
+    @classmethod
+    def from_preset(cls, preset, source_vocab_size, target_vocab_size, **overrides):
+        """A model of a named size: "tiny", "small", "base" or "big" (`RNN_PRESETS`).
+
+        >>> model = Seq2SeqRNN.from_preset("tiny", 1000, 1200, attention="luong")
+        >>> model.units
+        128
+        """
+        check_choice("preset", preset, tuple(RNN_PRESETS))
+        return cls(source_vocab_size, target_vocab_size, **{**RNN_PRESETS[preset], **overrides})
 
     @classmethod
     def from_config(cls, config):

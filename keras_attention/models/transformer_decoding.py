@@ -8,7 +8,7 @@ and values, projected once from the encoder output.
 
 from keras import ops
 
-from keras_attention.layers.validation import check_positive_int
+from keras_attention.base.validation import check_positive_int
 
 
 class TransformerDecoding:

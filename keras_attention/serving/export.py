@@ -28,12 +28,11 @@ import tempfile
 
 import tensorflow as tf
 
-from keras_attention.tensorflow_only import require_tensorflow
+from keras_attention.base.validation import check_choice, check_non_negative_float, check_positive_int
+from keras_attention.base.tensorflow_only import require_tensorflow
 from keras_attention import __version__
 from keras_attention.data.tokenizers import SubwordTokenizer
-from keras_attention.decoding.common import check_non_negative_float
 from keras_attention.decoding.translator import Translator
-from keras_attention.layers.validation import check_choice, check_positive_int
 
 SERVING_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"

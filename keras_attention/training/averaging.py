@@ -20,7 +20,7 @@ import zipfile
 import h5py
 import numpy as np
 
-from keras_attention.files import replaced_atomically
+from keras_attention.base.files import replaced_atomically
 
 WEIGHTS_IN_KERAS_FILE = "model.weights.h5"
 

@@ -6,8 +6,8 @@ import time
 
 import keras
 
-from keras_attention.files import replaced_atomically
-from keras_attention.layers.validation import check_positive_int
+from keras_attention.base.files import replaced_atomically
+from keras_attention.base.validation import check_positive_int
 from keras_attention.training.evaluation import evaluate_bleu
 
 

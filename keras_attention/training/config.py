@@ -2,8 +2,8 @@
 
 import dataclasses
 
-from keras_attention.layers.validation import check_choice
-from keras_attention.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES, check_options
+from keras_attention.base.validation import check_choice
+from keras_attention.base.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES, check_options
 
 DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
 # The user's own corpora: cleaned by default (word limits as Moses' clean-corpus-n).
@@ -67,10 +67,10 @@ class TrainConfig:
             (the default: about as many pairs in each) or "min_padding" (the
             fewest padded tokens; see `data.auto_bucket_boundaries`).
         cpu_dropout: cheaper dropout random numbers under XLA on a CPU (see
-            `keras_attention.cpu_kernels`; without effect on a GPU).
+            `keras_attention.models.cpu_kernels`; without effect on a GPU).
         cpu_rows: per-token layers (dense, layer norm, attention projections)
             on the `(B * T, d)` rows of their input under XLA on a CPU (see
-            `keras_attention.cpu_kernels`; without effect on a GPU).
+            `keras_attention.models.cpu_kernels`; without effect on a GPU).
         output_dir: where checkpoints, the translator and results go (other
             tasks than the chief of a multi-worker cluster use a subfolder).
         backup_every_steps: back up the training state every N steps (and at

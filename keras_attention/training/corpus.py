@@ -12,7 +12,7 @@ import time
 import tensorflow as tf
 
 from keras_attention import data
-from keras_attention.options import MAX_BUCKETS, PAIRS_PER_BUCKET, XLA_MIN_PAIRS
+from keras_attention.base.options import MAX_BUCKETS, PAIRS_PER_BUCKET, XLA_MIN_PAIRS
 from keras_attention.training import distribution
 from keras_attention.training.config import DATASETS, USER_FILES
 

@@ -6,8 +6,8 @@ import os
 import keras
 import tensorflow as tf
 
-from keras_attention.tensorflow_only import require_tensorflow
-from keras_attention.layers.validation import check_choice
+from keras_attention.base.tensorflow_only import require_tensorflow
+from keras_attention.base.validation import check_choice
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")

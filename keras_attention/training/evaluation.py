@@ -4,7 +4,7 @@ import itertools
 
 import sacrebleu
 
-from keras_attention.layers.validation import check_positive_int
+from keras_attention.base.validation import check_positive_int
 
 
 def corpus_scores(hypotheses, references):

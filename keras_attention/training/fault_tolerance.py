@@ -18,7 +18,7 @@ import h5py
 import keras
 import tensorflow as tf
 
-from keras_attention.files import replaced_atomically, write_json
+from keras_attention.base.files import replaced_atomically, write_json
 
 STEPS_ATTRIBUTE = "completed_steps"
 EPOCHS_ATTRIBUTE = "completed_epochs"

@@ -11,7 +11,7 @@ installed; with both, about one Ctrl-C in ten was lost during `fit`.
 `CtrlC` takes SIGINT while `fit` runs: its handler only notes the press, and
 the callback raises `KeyboardInterrupt` at the next batch's end, where
 nothing can drop it. Elsewhere (reading data, translating, scoring), the
-command line's `keras_attention.ctrl_c.resend_dropped_ctrl_c` sends a
+command line's `keras_attention.cli.ctrl_c.resend_dropped_ctrl_c` sends a
 dropped Ctrl-C again a moment later, once the collection is over.
 """
 

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attention.layers.validation import check_rate
+from keras_attention.base.validation import check_rate
 
 
 def _sum_over_replicas(value):

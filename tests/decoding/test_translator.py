@@ -109,6 +109,16 @@ def test_save_and_load_give_the_same_translations(tokenizers, tmp_path):
         Translator.load(str(tmp_path / "missing"))
 
 
+def test_a_run_folder_loads_its_translator(tokenizers, tmp_path):
+    # A run folder of `keras-attention train` holds the translator in translator/, as the command line takes it.
+    translator = _translator(tokenizers)
+    translator.save(str(tmp_path / "run" / "translator"))
+    assert Translator.load(str(tmp_path / "run"))(SENTENCES) == translator(SENTENCES)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"No translator in .*empty"):
+        Translator.load(str(tmp_path / "empty"))
+
+
 def test_the_saved_translator_records_what_it_translates(tokenizers, tmp_path):
     import json
 

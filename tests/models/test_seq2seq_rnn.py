@@ -100,3 +100,14 @@ def test_configs_saved_before_luong_scaled_load_unscaled():
     assert config["luong_scaled"] is True
     del config["luong_scaled"]
     assert not Seq2SeqRNN.from_config(config).attention_layer.scaled
+
+
+def test_from_preset_builds_the_named_size_with_overrides():
+    from keras_attention.models.seq2seq_rnn import RNN_PRESETS
+
+    model = Seq2SeqRNN.from_preset("small", 30, 40, attention="bahdanau", dropout=0.0)
+    assert (model.embedding_dim, model.units, model.dropout) == (256, 256, 0.0)  # the preset, one override
+    assert model.attention == "bahdanau" and RNN_PRESETS["small"]["dropout"] == 0.2
+    assert Seq2SeqRNN.from_preset("tiny", 30, 40).get_config()["units"] == 128
+    with pytest.raises(ValueError, match=r"`preset` must be one of 'tiny', 'small', 'base', 'big'\. Received: "):
+        Seq2SeqRNN.from_preset("huge", 30, 40)

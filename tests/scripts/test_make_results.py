@@ -129,7 +129,7 @@ def test_the_xla_break_even_table_is_rendered_from_its_json(tmp_path, monkeypatc
     assert f"| transformer-small {common} 9.0 / 7.8 | 2.34 / 1.91 | 59 | never |" in out
     assert "same 4,080 Multi30k en->de pairs" in out and "8 length buckets of 32 pairs" in out
     assert "5 rounds" in out and "Measured on 2026-01-02" in out
-    from keras_attention.options import XLA_MIN_PAIRS
+    from keras_attention.base.options import XLA_MIN_PAIRS
     assert f"at least {XLA_MIN_PAIRS:,} pairs" in out  # the rule, from the constant
 
 
@@ -173,7 +173,7 @@ def test_the_precision_table_is_rendered_from_its_json(tmp_path, monkeypatch):
 
 
 def test_xla_min_pairs_is_at_or_above_every_measured_break_even():
-    from keras_attention.options import MODEL_KINDS, XLA_MIN_PAIRS
+    from keras_attention.base.options import MODEL_KINDS, XLA_MIN_PAIRS
 
     with open(Path(results_common.ROOT) / "benchmarks" / "xla_break_even.json", encoding="utf-8") as f:
         models = json.load(f)["models"]

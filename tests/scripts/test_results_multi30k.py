@@ -141,7 +141,7 @@ def test_the_multi30k_notes_say_what_the_averaged_column_averages():
 
 
 def test_every_size_flag_of_train_has_its_words_in_the_table():
-    from keras_attention.cli_arguments import TRANSFORMER_SIZE_FLAGS
+    from keras_attention.cli.arguments import TRANSFORMER_SIZE_FLAGS
 
     assert set(results_multi30k.SIZE_WORDS) == set(TRANSFORMER_SIZE_FLAGS.values())
 

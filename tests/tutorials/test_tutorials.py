@@ -204,7 +204,7 @@ def test_readme_table_is_generated_from_the_notebooks(tmp_path):
 
 
 PUBLIC_MODULES = {"keras_attention", *(f"keras_attention.{name}" for name in (
-    "data", "decoding", "explain", "layers", "models", "plotting", "serving", "training"))}
+    "data", "decoding", "explain", "explain.plotting", "layers", "models", "serving", "training"))}
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from keras_attention import cli
-from keras_attention.ctrl_c import resend_dropped_ctrl_c
+from keras_attention.cli import commands as cli
+from keras_attention.cli.ctrl_c import resend_dropped_ctrl_c
 
 
 def _work(seconds=5.0):

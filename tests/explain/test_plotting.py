@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from keras_attention import plotting
+from keras_attention.explain import plotting
 from keras_attention.training import TransformerSchedule
 
 rng = np.random.default_rng(0)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from keras_attention.cli_arguments import build_parser as _parser
-from keras_attention.options import RANGES, Range, check_option
+from keras_attention.cli.arguments import build_parser as _parser
+from keras_attention.base.options import RANGES, Range, check_option
 from keras_attention.training.recipe import TrainConfig
 
 
@@ -84,14 +84,14 @@ def test_layers_models_and_decoding_use_the_same_words():
 
 def test_the_presets_named_for_the_command_line_are_the_ones_models_build():
     from keras_attention.models import PRESETS
-    from keras_attention.models.factory import RNN_PRESETS
-    from keras_attention.options import PRESET_NAMES
+    from keras_attention.models.seq2seq_rnn import RNN_PRESETS
+    from keras_attention.base.options import PRESET_NAMES
 
     assert tuple(PRESETS) == tuple(RNN_PRESETS) == PRESET_NAMES
 
 
 def test_dropout_flags_reach_the_model():
-    from keras_attention.cli_arguments import config_from_args
+    from keras_attention.cli.arguments import config_from_args
 
     args = _parser().parse_args(["train", "--dropout", "0.3", "--attention-dropout", "0.1"])
     assert config_from_args(args).overrides == {"dropout": 0.3, "attention_dropout": 0.1}
@@ -102,7 +102,7 @@ def test_dropout_flags_reach_the_model():
 
 
 def test_size_flags_reach_the_transformer():
-    from keras_attention.cli_arguments import config_from_args
+    from keras_attention.cli.arguments import config_from_args
     from keras_attention.models import Transformer
 
     args = _parser().parse_args(["train", "--preset", "tiny", "--num-layers", "4", "--d-model", "64",
@@ -119,7 +119,7 @@ def test_size_flags_reach_the_transformer():
 
 @pytest.mark.parametrize("flags, expected", [([], "auto"), (["--jit"], True), (["--no-jit"], False)])
 def test_the_xla_flags_reach_the_config(flags, expected):
-    from keras_attention.cli_arguments import config_from_args
+    from keras_attention.cli.arguments import config_from_args
 
     assert config_from_args(_parser().parse_args(["train", *flags])).jit_compile == expected
 
@@ -127,7 +127,7 @@ def test_the_xla_flags_reach_the_config(flags, expected):
 @pytest.mark.parametrize("flags, dropout, rows", [([], True, True), (["--no-cpu-dropout"], False, True),
                                                   (["--no-cpu-rows"], True, False)])
 def test_each_cpu_switch_has_its_own_flag(flags, dropout, rows):
-    from keras_attention.cli_arguments import config_from_args
+    from keras_attention.cli.arguments import config_from_args
 
     config = config_from_args(_parser().parse_args(["train", *flags]))
     assert (config.cpu_dropout, config.cpu_rows) == (dropout, rows)
@@ -147,7 +147,7 @@ def test_jit_compile_is_true_false_or_auto(value):
 
 
 def test_the_bucket_method_flag_reaches_the_config():
-    from keras_attention.cli_arguments import config_from_args
+    from keras_attention.cli.arguments import config_from_args
 
     assert config_from_args(_parser().parse_args(["train"])).bucket_method == "equal_count"
     args = _parser().parse_args(["train", "--bucket-method", "min_padding"])
@@ -157,7 +157,7 @@ def test_the_bucket_method_flag_reaches_the_config():
 
 
 def test_the_time_limit_flag_reaches_the_config():
-    from keras_attention.cli_arguments import config_from_args
+    from keras_attention.cli.arguments import config_from_args
 
     assert config_from_args(_parser().parse_args(["train"])).time_limit_minutes is None
     assert config_from_args(_parser().parse_args(["train", "--time-limit", "88.5"])).time_limit_minutes == 88.5

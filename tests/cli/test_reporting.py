@@ -3,7 +3,7 @@
 import contextlib
 import io
 
-from keras_attention.reporting import print_summary
+from keras_attention.cli.reporting import print_summary
 
 
 def _printed(results):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from keras_attention.files import replaced_atomically, write_json
+from keras_attention.base.files import replaced_atomically, write_json
 
 
 def test_a_failed_write_keeps_the_old_file_and_no_temporary_one(tmp_path):
@@ -29,7 +29,7 @@ def test_a_writer_killed_between_write_and_rename_leaves_the_old_file(tmp_path):
     path.write_text('{"old": true}')
     writer = (
         "import os, signal, sys\n"
-        "from keras_attention.files import replaced_atomically\n"
+        "from keras_attention.base.files import replaced_atomically\n"
         "with replaced_atomically(sys.argv[1]) as partial:\n"
         "    open(partial, 'w').write('{\"new\": tr')\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"

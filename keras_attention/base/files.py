@@ -50,6 +50,15 @@ def write_json(path, value, indent=None):
 TRANSLATOR_KEYS = ("source_tokenizer", "target_tokenizer", "max_source_length", "max_target_length")
 
 
+def translator_folder(path):
+    """`path` when it holds a translator, else its `translator/` folder when it has one (a run
+    folder written by `keras-attention train`); `path` itself otherwise, for the error to name."""
+    inner = os.path.join(path, "translator")
+    if not os.path.exists(os.path.join(path, "translator.json")) and os.path.isdir(inner):
+        return inner
+    return path
+
+
 def read_translator_config(directory):
     """The dict in `directory/translator.json`, checked; a one-line error when the folder holds no translator.
 

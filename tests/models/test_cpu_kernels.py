@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attention.cpu_kernels import CPUDropout as Dropout
-from keras_attention.cpu_kernels import threefry_dropout, use_cpu_dropout, use_cpu_rows
+from keras_attention.models.cpu_kernels import CPUDropout as Dropout
+from keras_attention.models.cpu_kernels import threefry_dropout, use_cpu_dropout, use_cpu_rows
 from keras_attention.models import Seq2SeqRNN, Transformer
 from keras_attention.training import MaskedSparseCrossEntropy
 
@@ -183,7 +183,7 @@ def _xla_value_and_gradients(layer, x):
 
 @pytest.mark.parametrize("name", ["dense", "norm", "query", "output", "other"])
 def test_rows_twins_give_keras_values_and_gradients_under_xla(name, monkeypatch):
-    import keras_attention.cpu_kernels as cpu_kernels
+    import keras_attention.models.cpu_kernels as cpu_kernels
 
     reshaped = []
     rows = cpu_kernels._rows

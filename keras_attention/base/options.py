@@ -9,42 +9,19 @@ One table, so that `train(TrainConfig(epochs=0))` and `keras-attention train
 
 import argparse
 import dataclasses
-import math
 
-
-@dataclasses.dataclass(frozen=True)
-class Range:
-    """Numbers from `low` to `high`; an open end excludes its bound."""
-
-    kind: type
-    low: float = None
-    high: float = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def describe(self):
-        noun = "an integer" if self.kind is int else "a number"
-        if self.low is not None and self.high is not None:
-            left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
-            return f"{noun} in {left}{self.low}, {self.high}{right}"
-        if self.low is not None:
-            return f"{noun} {'>' if self.low_open else '>='} {self.low}"
-        return noun
-
-    def contains(self, value):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return False
-        if self.kind is int and not isinstance(value, int):
-            return False
-        if not math.isfinite(value):
-            return False
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return False
-        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+from keras_attention.base.validation import (
+    COUNT,
+    COUNT_OR_ZERO,
+    POSITIVE,
+    PROBABILITY_BELOW_ONE,
+    Range,
+    check_range,
+)
 
 
 # The model kinds and size presets `build_model` knows (the presets' sizes
-# are in `models.transformer.PRESETS` and `models.factory.RNN_PRESETS`).
+# are in `models.transformer.PRESETS` and `models.seq2seq_rnn.RNN_PRESETS`).
 MODEL_KINDS = ("transformer", "bahdanau", "luong", "rnn")
 PRESET_NAMES = ("tiny", "small", "base", "big")
 # The weight types CTranslate2's converter accepts (`export_ctranslate2(quantization=...)`).
@@ -79,11 +56,6 @@ LR_SCHEDULES = ("inverse_sqrt", "cosine")
 # pairs in two runs of the same command).
 XLA_MIN_PAIRS = 1_500_000
 
-COUNT = Range(int, 1)
-COUNT_OR_ZERO = Range(int, 0)
-POSITIVE = Range(float, 0, low_open=True)
-PROBABILITY_BELOW_ONE = Range(float, 0, 1, high_open=True)
-
 RANGES = {
     # training
     "epochs": COUNT, "batch_size": COUNT, "batch_tokens": COUNT, "learning_rate": POSITIVE,
@@ -105,10 +77,7 @@ RANGES = {
 
 def check_option(name, value):
     """Return `value` if it is None or in `RANGES[name]`, else raise ValueError naming both."""
-    allowed = RANGES[name]
-    if value is not None and not allowed.contains(value):
-        raise ValueError(f"`{name}` must be {allowed.describe()}. Received: {name}={value!r}")
-    return value
+    return value if value is None else check_range(name, value, RANGES[name])
 
 
 def check_options(config):

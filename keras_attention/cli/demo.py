@@ -8,7 +8,7 @@ import dataclasses
 import os
 import sys
 
-from keras_attention.reporting import print_summary
+from keras_attention.cli.reporting import print_summary
 from keras_attention.training.recipe import TrainConfig, train
 
 EXAMPLES = {

@@ -3,15 +3,12 @@
 import argparse
 
 from keras_attention import DATA_ENV_VAR, __version__
-from keras_attention.options import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
-from keras_attention.options import (BUCKET_METHODS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES, MAX_BUCKETS,
-                                     MODEL_KINDS, PAIRS_PER_BUCKET, PRESET_NAMES, XLA_MIN_PAIRS)
-from keras_attention.options import argument_type as checked
+from keras_attention.base.options import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
+from keras_attention.base.options import (BUCKET_METHODS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES, MAX_BUCKETS,
+                                          MODEL_KINDS, PAIRS_PER_BUCKET, PRESET_NAMES, XLA_MIN_PAIRS)
+from keras_attention.base.options import argument_type as checked
 
 DEFAULT_SOURCE, DEFAULT_TARGET = "en", "de"
-
-MODELS, PRESETS = MODEL_KINDS, PRESET_NAMES
-
 
 DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
 
@@ -100,14 +97,25 @@ def _add_training_flags(parser):
                             f"{DEFAULT_BUCKET_METHOD}")
     _add_xla_cache_flags(group)
     group.add_argument("--no-cpu-dropout", action="store_true",
-                       help="Keras' dropout random numbers even under XLA on a CPU (see keras_attention.cpu_kernels)")
+                       help="Keras' dropout random numbers even under XLA on a CPU "
+                            "(see keras_attention.models.cpu_kernels)")
     group.add_argument("--no-cpu-rows", action="store_true",
                        help="Keras' per-token layers on (batch, length, d) even under XLA on a CPU "
-                            "(see keras_attention.cpu_kernels)")
+                            "(see keras_attention.models.cpu_kernels)")
+
+
+def _examples(*commands):
+    """A help's examples, one command a line, printed as written so that a copied one runs."""
+    return "examples:\n" + "\n".join(f"  {command}" for command in commands)
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line (the usage is one `--help` away)."""
+    """An argument parser whose errors are one line (the usage is one `--help` away) and
+    whose description and examples are printed as written (not re-wrapped at hyphens)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -133,13 +141,40 @@ def build_parser():
     return parser
 
 
+# Flags of the whole program, accepted before or after the command.
+GLOBAL_FLAGS = ("--verbose",)
+
+
+def parse_command_line(argv):
+    """`argv` parsed with options and positional arguments in any order.
+
+    `keras-attention translate RUN --beam-size 8 "A dog runs."` reads the
+    sentence after the option, and `--verbose` may follow the command. A usage
+    error names the command's own `--help`. Without a command, or with
+    `--help` or `--version` before it, the program's parser answers as usual.
+    """
+    parser = build_parser()
+    (commands,) = [action.choices for action in parser._subparsers._group_actions]
+    argv = list(argv)
+    end = argv.index("--") if "--" in argv else len(argv)  # after "--" every word is an argument
+    at = next((i for i, word in enumerate(argv[:end]) if word in commands), None)
+    if at is None or any(word not in GLOBAL_FLAGS for word in argv[:at]):
+        return parser.parse_args(argv)
+    flags = {i for i in range(at + 1, end) if argv[i] in GLOBAL_FLAGS}
+    rest = [word for i, word in enumerate(argv[at + 1:], start=at + 1) if i not in flags]
+    args = commands[argv[at]].parse_intermixed_args(rest)
+    args.command = argv[at]
+    args.verbose = "--verbose" in argv[:at] or bool(flags)
+    return args
+
+
 def _add_train_command(commands):
     train = commands.add_parser(
         "train", help="train a translator with model.fit",
-        epilog="example: keras-attention train --model transformer --preset small --dataset multi30k "
-               "--source en --target de --epochs 20 --output runs/en-de")
-    train.add_argument("--model", default="transformer", choices=MODELS)
-    train.add_argument("--preset", default="small", choices=PRESETS)
+        epilog=_examples("keras-attention train --model transformer --preset small --dataset multi30k "
+                         "--source en --target de --epochs 20 --output runs/en-de"))
+    train.add_argument("--model", default="transformer", choices=MODEL_KINDS)
+    train.add_argument("--preset", default="small", choices=PRESET_NAMES)
     _add_data_flags(train)
     _add_corpus_flags(train)
     train.add_argument("--cache-limit", type=checked("cache_limit"), default=200_000, metavar="PAIRS",
@@ -168,8 +203,8 @@ def _add_train_command(commands):
 def _add_prepare_command(commands):
     prepare = commands.add_parser(
         "prepare", help="tokenize a corpus once into sharded TFRecords for `train --data-dir`",
-        epilog="example: keras-attention prepare --dataset files --train-files 'train.*.en.gz' "
-               "'train.*.de.gz' --valid-files dev.en dev.de --output prepared/mine")
+        epilog=_examples("keras-attention prepare --dataset files --train-files 'train.*.en.gz' "
+                         "'train.*.de.gz' --valid-files dev.en dev.de --output prepared/mine"))
     _add_data_flags(prepare)
     _add_corpus_flags(prepare)
     prepare.add_argument("--shard-size", type=checked("shard_size"), default=200_000, metavar="PAIRS",
@@ -181,7 +216,7 @@ def _add_prepare_command(commands):
 def _add_evaluate_command(commands):
     evaluate = commands.add_parser(
         "evaluate", help="BLEU and chrF of a saved translator",
-        epilog="example: keras-attention evaluate runs/en-de/translator --split test --method beam --beam-size 4")
+        epilog=_examples("keras-attention evaluate runs/en-de/translator --split test --method beam --beam-size 4"))
     evaluate.add_argument("translator", help="folder written by train (…/translator)")
     _add_data_flags(evaluate)
     evaluate.add_argument("--split", default="test", choices=("train", "valid", "test"))
@@ -190,13 +225,17 @@ def _add_evaluate_command(commands):
     _add_decoding_flags(evaluate)
 
 
+def _add_translator_and_sentences(parser):
+    parser.add_argument("translator", help="a run folder (from train) or its translator/ folder")
+    parser.add_argument("sentences", nargs="*", help="sentences; read from stdin when none")
+
+
 def _add_translate_command(commands):
     translate = commands.add_parser(
         "translate", help="translate sentences (arguments or stdin, one a line)",
-        epilog="example: keras-attention translate runs/en-de/translator \"A dog runs in the park.\" "
-               "--method beam; or: keras-attention translate runs/en-de/translator < sentences.txt")
-    translate.add_argument("translator", help="folder written by train (…/translator)")
-    translate.add_argument("sentences", nargs="*", help="sentences; read from stdin when none")
+        epilog=_examples("keras-attention translate runs/en-de/translator \"A dog runs in the park.\" --method beam",
+                         "keras-attention translate runs/en-de/translator < sentences.txt"))
+    _add_translator_and_sentences(translate)
     _add_decoding_flags(translate)
     translate.add_argument("--plot-attention", metavar="FILE.png", help="save the first sentence's attention map")
     translate.add_argument("--html", metavar="FILE.html",
@@ -206,10 +245,9 @@ def _add_translate_command(commands):
 def _add_explain_command(commands):
     explain = commands.add_parser(
         "explain", help="write an interactive page of every attention weight of some translations",
-        epilog="example: keras-attention explain runs/en-de \"A dog runs in the park.\" -o attention.html; "
-               "or: keras-attention explain runs/en-de -o attention.html < sentences.txt")
-    explain.add_argument("translator", help="a run folder (from train) or its translator/ folder")
-    explain.add_argument("sentences", nargs="*", help="sentences; read from stdin when none")
+        epilog=_examples("keras-attention explain runs/en-de \"A dog runs in the park.\" -o attention.html",
+                         "keras-attention explain runs/en-de -o attention.html < sentences.txt"))
+    _add_translator_and_sentences(explain)
     explain.add_argument("-o", "--output", required=True, metavar="FILE.html", help="the page to write")
     explain.add_argument("--method", default="greedy", choices=("greedy", "beam"))
     explain.add_argument("--beam-size", type=checked("beam_size"), default=4)
@@ -219,7 +257,7 @@ def _add_demo_command(commands):
     demo = commands.add_parser(
         "demo", help="train a small attention model, report BLEU, translate a few sentences and save the "
                      "translator (replacing the previous demo's)",
-        epilog="example: keras-attention demo --output runs/demo")
+        epilog=_examples("keras-attention demo --output runs/demo"))
     demo.add_argument("--output", default="runs/demo")
     demo.add_argument("--quick", action="store_true", help="a tiny run for tests (seconds, not minutes)")
     demo.add_argument("--data-dir")
@@ -228,9 +266,9 @@ def _add_demo_command(commands):
 def _add_average_checkpoints_command(commands):
     average = commands.add_parser(
         "average-checkpoints", help="average the weights of several checkpoints",
-        epilog="example: keras-attention average-checkpoints runs/en-de/checkpoints/epoch-01[6-9].weights.h5 "
-               "runs/en-de/checkpoints/epoch-020.weights.h5 --translator runs/en-de/translator "
-               "--output runs/en-de/translator-averaged")
+        epilog=_examples("keras-attention average-checkpoints runs/en-de/checkpoints/epoch-01[6-9].weights.h5 "
+                         "runs/en-de/checkpoints/epoch-020.weights.h5 --translator runs/en-de/translator "
+                         "--output runs/en-de/translator-averaged"))
     average.add_argument("checkpoints", nargs="+", metavar="CKPT", help=".weights.h5 or .keras files")
     average.add_argument("--output", required=True,
                          help="a .weights.h5 or .keras file; with --translator, a new translator folder")
@@ -241,8 +279,9 @@ def _add_average_checkpoints_command(commands):
 def _add_export_command(commands):
     export = commands.add_parser(
         "export", help="write a SavedModel for TF Serving (strings in, translations out) or a CTranslate2 model",
-        epilog="examples: keras-attention export runs/en-de models/translator --method beam; "
-               "keras-attention export runs/en-de --format ctranslate2 -o models/en-de-ct2 --quantization int8")
+        epilog=_examples("keras-attention export runs/en-de models/translator --method beam",
+                         "keras-attention export runs/en-de --format ctranslate2 -o models/en-de-ct2 "
+                         "--quantization int8"))
     export.add_argument("translator", help="a run folder (from train) or its translator/ folder")
     export.add_argument("output_dir", nargs="?",
                         help="SavedModel: the model's base folder (the SavedModel goes to OUTPUT_DIR/VERSION); "

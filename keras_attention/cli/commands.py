@@ -1,4 +1,4 @@
-"""`keras-attention`: train, evaluate, translate, export, and a one-command demo."""
+"""`keras-attention`'s commands: train, evaluate, translate, export, and a one-command demo."""
 
 import contextlib
 import os
@@ -6,20 +6,20 @@ import re
 import sys
 import threading
 
-from keras_attention.cli_arguments import (
+from keras_attention.cli.arguments import (
     DEFAULT_SOURCE,
     DEFAULT_TARGET,
-    build_parser,
     config_from_args,
     data_config,
     decoding_options,
+    parse_command_line,
     prepare_config,
 )
-from keras_attention.ctrl_c import resend_dropped_ctrl_c
-from keras_attention.files import read_translator_config
-from keras_attention.reporting import print_summary
-from keras_attention.tensorflow_only import BackendError, require_tensorflow
-from keras_attention.xla_cache import use_xla_cache
+from keras_attention.cli.ctrl_c import resend_dropped_ctrl_c
+from keras_attention.base.files import read_translator_config, translator_folder
+from keras_attention.cli.reporting import print_summary
+from keras_attention.base.tensorflow_only import BackendError, require_tensorflow
+from keras_attention.cli.xla_cache import use_xla_cache
 
 
 def _argument_text(text, number):
@@ -49,7 +49,7 @@ def _read_stdin_lines():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    args = parse_command_line(sys.argv[1:] if argv is None else argv)
     quiet = contextlib.nullcontext() if args.verbose or argv is not None else _without_tensorflow_log_lines()
     try:
         with quiet, resend_dropped_ctrl_c():
@@ -121,7 +121,7 @@ def _run(args):
         use_xla_cache(args.xla_cache)  # before TensorFlow first compiles
     require_tensorflow("The command line")  # reads the backend without starting TensorFlow
     if args.command in _LOADS_A_TRANSLATOR and getattr(args, "engine", "keras") == "keras":
-        read_translator_config(_translator_folder(args.translator))  # a folder without one: before TensorFlow
+        read_translator_config(translator_folder(args.translator))  # a folder without one: before TensorFlow
     verbs = {"train": _train, "prepare": _prepare, "demo": _demo, "average-checkpoints": _average,
              "export": _export, "explain": _explain, "evaluate": _evaluate, "translate": _translate}
     return verbs[args.command](args)
@@ -145,7 +145,7 @@ def _train(args):
 
 
 def _demo(args):
-    from keras_attention.demo import run_demo
+    from keras_attention.cli.demo import run_demo
 
     return run_demo(args.output, quick=args.quick, data_dir=args.data_dir)
 
@@ -156,7 +156,7 @@ def _load_translator(args):
         return _ctranslate2_translator(args)
     from keras_attention.decoding.translator import Translator
 
-    return Translator.load(_translator_folder(args.translator), jit_compile=getattr(args, "jit_compile", False))
+    return Translator.load(args.translator, jit_compile=getattr(args, "jit_compile", False))
 
 
 def _sentences(args):
@@ -207,7 +207,7 @@ def _translate(args):
     if args.plot_attention and result.texts:
         if result.attention is None:
             raise ValueError("This model has no attention to plot (a fixed-vector RNN).")
-        from keras_attention.plotting import plot_attention
+        from keras_attention.explain.plotting import plot_attention
 
         plot_attention(result.attention[0], result.source_tokens[0], result.target_tokens[0],
                        path=args.plot_attention)
@@ -215,14 +215,6 @@ def _translate(args):
     if args.html:
         _write_page(translator, [s for s in sentences if s.strip()], args.html, args.method, args.beam_size)
     return 0
-
-
-def _translator_folder(path):
-    """A translator folder, or a run folder holding one in `translator/`."""
-    inner = os.path.join(path, "translator")
-    if not os.path.exists(os.path.join(path, "translator.json")) and os.path.isdir(inner):
-        return inner
-    return path
 
 
 def _write_page(translator, sentences, path, method, beam_size):
@@ -304,14 +296,14 @@ def _export(args):
 
         if args.jit_compile:
             raise ValueError("--jit-compile applies to --format savedmodel (CTranslate2 has its own kernels).")
-        translator = Translator.load(_translator_folder(args.translator))
+        translator = Translator.load(args.translator)
         path = export_ctranslate2(translator, output_dir, quantization=args.quantization, overwrite=args.overwrite)
         print(f"exported: {path} (CTranslate2, {args.quantization or 'float32'} weights); translate with: "
               f"keras-attention translate {path} --engine ctranslate2")
         return 0
     from keras_attention.serving import export
 
-    translator = Translator.load(_translator_folder(args.translator))
+    translator = Translator.load(args.translator)
     path = export(translator, output_dir, method=args.method, beam_size=args.beam_size,
                   length_penalty=args.length_penalty, max_length=args.max_length, version=args.version,
                   jit_compile=args.jit_compile)
@@ -319,6 +311,3 @@ def _export(args):
     print(f"exported: {path} (signatures serving_default and translate_ids, {args.method} decoding{xla})")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,7 +16,7 @@ _PROBE = r"""
 import contextlib, io, json, sys
 import keras_attention.layers, keras_attention.models
 report = {"tensorflow_imported": any(m == "tensorflow" or m.startswith("tensorflow.") for m in sys.modules)}
-from keras_attention.tensorflow_only import BackendError
+from keras_attention.base.tensorflow_only import BackendError
 from keras_attention.decoding.translator import Translator
 from keras_attention.serving.export import export
 from keras_attention.training.distribution import get_strategy
@@ -73,7 +73,7 @@ def test_under_jax_layers_run_without_tensorflow_and_tensorflow_entries_say_so()
 
 def test_the_configured_backend_is_read_as_keras_reads_it(tmp_path, monkeypatch):
     """Before Keras is imported: KERAS_BACKEND first, then keras.json in KERAS_HOME, else TensorFlow."""
-    from keras_attention.tensorflow_only import configured_backend
+    from keras_attention.base.tensorflow_only import configured_backend
 
     monkeypatch.delenv("KERAS_BACKEND", raising=False)
     monkeypatch.setenv("KERAS_HOME", str(tmp_path))

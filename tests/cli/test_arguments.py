@@ -1,0 +1,76 @@
+"""The command line reads options and positional arguments in any order, and --verbose after the command."""
+
+import pytest
+
+from keras_attention.cli import main
+from keras_attention.cli.arguments import parse_command_line
+
+
+def test_a_sentence_after_an_option_is_a_sentence():
+    args = parse_command_line(["translate", "runs/x", "--beam-size", "8", "A dog runs.", "--method", "beam", "B"])
+    assert (args.command, args.translator, args.sentences) == ("translate", "runs/x", ["A dog runs.", "B"])
+    assert (args.beam_size, args.method) == (8, "beam")
+    args = parse_command_line(["explain", "runs/x", "-o", "a.html", "x"])
+    assert (args.output, args.sentences) == ("a.html", ["x"])
+    args = parse_command_line(["average-checkpoints", "a.h5", "--output", "o.h5", "b.h5"])
+    assert args.checkpoints == ["a.h5", "b.h5"]
+
+
+@pytest.mark.parametrize("argv", [["--verbose", "translate", "runs/x", "hi"],
+                                  ["translate", "runs/x", "hi", "--verbose"]])
+def test_verbose_before_or_after_the_command(argv):
+    args = parse_command_line(argv)
+    assert args.verbose and args.sentences == ["hi"]
+    assert not parse_command_line(["translate", "runs/x", "hi"]).verbose
+
+
+def test_after_a_double_dash_every_word_is_a_sentence():
+    args = parse_command_line(["translate", "runs/x", "--", "--verbose", "-x"])
+    assert args.sentences == ["--verbose", "-x"] and not args.verbose
+
+
+def test_a_usage_error_names_the_commands_own_help(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        parse_command_line(["translate", "runs/x", "--beam-sise", "8"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err == ("keras-attention translate: error: unrecognized arguments: --beam-sise 8 "
+                   "(see keras-attention translate --help)\n")
+
+
+def test_without_a_command_the_program_answers(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        parse_command_line(["--verbose"])
+    assert stopped.value.code == 2 and "(see keras-attention --help)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:
+        parse_command_line(["--version"])
+    assert stopped.value.code == 0 and capsys.readouterr().out.startswith("keras-attention ")
+
+
+def test_main_takes_a_sentence_after_an_option(tmp_path, capsys):
+    # The sentence no longer stops the parser: the command goes on to find no translator there.
+    missing = str(tmp_path / "no-run")
+    assert main(["translate", missing, "--beam-size", "8", "A dog runs."]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("keras-attention translate: error: No translator in") and "unrecognized" not in err
+
+
+def _commands():
+    from keras_attention.cli.arguments import build_parser
+
+    parser = build_parser()
+    (commands,) = [action.choices for action in parser._subparsers._group_actions]
+    return commands
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_every_example_in_a_help_is_printed_whole_and_parses(name):
+    import shlex
+
+    text = _commands()[name].format_help()
+    examples = [line.strip() for line in text.split("examples:\n", 1)[1].splitlines() if line.strip()]
+    assert examples and all(line.startswith(f"keras-attention {name} ") for line in examples), text
+    for line in examples:
+        words = shlex.split(line.split(" < ")[0])  # the shell's redirection is not the program's
+        args = parse_command_line(words[1:])
+        assert args.command == name
