@@ -21,7 +21,7 @@ between the two, and the medians are kept. From these:
 The break-even is the number of pairs (epochs times pairs) a run must train
 on before XLA is ahead; "never" when XLA's passes are not faster. Unlike a
 comparison at one batch shape, this charges XLA for its padding.
-`options.XLA_MIN_PAIRS`, where `jit_compile="auto"` starts compiling, is set
+`base.options.XLA_MIN_PAIRS`, where `jit_compile="auto"` starts compiling, is set
 at or above the largest. Runs unchanged on a GPU (the device is printed and stored).
 
     python scripts/benchmark_xla_break_even.py --json benchmarks/xla_break_even.json

@@ -73,9 +73,9 @@ def default_xla(cost):
 
 
 def auto_rule():
-    """What `train` does by default with XLA (`options.XLA_MIN_PAIRS`)."""
+    """What `train` does by default with XLA (`base.options.XLA_MIN_PAIRS`)."""
     return (f"`train`'s default, `jit_compile=\"auto\"`, compiles a run that trains on at least {XLA_MIN_PAIRS:,} "
-            "pairs (`options.XLA_MIN_PAIRS`, at or above every break-even measured here); `--jit` forces XLA, "
+            "pairs (`base.options.XLA_MIN_PAIRS`, at or above every break-even measured here); `--jit` forces XLA, "
             "`--no-jit` turns it off.")
 
 

@@ -85,7 +85,7 @@ CONFIGS = {
 DIRECTION_CONFIGS = {("transformer-tiny", "de-en"): dict(vocab_size=8000, lr_schedule="cosine", epochs=55)}
 DIRECTIONS = ("en-de", "de-en")
 # jit_compile=True: the committed runs compiled their training step with XLA; `train`'s default
-# ("auto") would not for the Transformer's 30 x 29,000 pairs (options.XLA_MIN_PAIRS).
+# ("auto") would not for the Transformer's 30 x 29,000 pairs (base.options.XLA_MIN_PAIRS).
 COMMON = dict(dataset="multi30k", max_length=64, batch_size=64, label_smoothing=0.1, jit_compile=True)
 TEST_SPLIT = "test_2016_flickr"
 VALIDATION_SPLIT = "val"

@@ -1,8 +1,8 @@
 """The package's floors: which subpackage may import which, held as one table.
 
 Imports flow one way, base -> layers, data -> models -> decoding -> training,
-serving, explain -> cli (DESIGN.md). A new import across floors either fits
-the table or changes it here, where a reviewer sees it.
+serving, explain -> cli. A new import across floors either fits the table or
+changes it here, where a reviewer sees it.
 """
 
 import ast
@@ -44,6 +44,11 @@ def imported_modules(path, module):
     return [name for name in names if name.startswith(keras_attention.__name__ + ".")]
 
 
+# The top level's names loaded on first use, as the modules that hold them.
+_LAZY = {f"keras_attention.{name}": module for name, module in
+         {**keras_attention._SUBMODULES, **keras_attention._NAMES}.items()}
+
+
 def crossings(package_dir, name="keras_attention"):
     """`(module, imported floor)` for every import from one subpackage into another."""
     found = set()
@@ -53,6 +58,7 @@ def crossings(package_dir, name="keras_attention"):
             continue  # the top-level __init__ loads the public API by name
         module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         for imported in imported_modules(path, f"{name}.{module}"):
+            imported = _LAZY.get(imported, imported)  # `from keras_attention import Translator`: its module
             floor = imported.split(".")[1]
             if floor != parts[0] and (package_dir / floor).is_dir():
                 found.add((module, floor))
@@ -76,9 +82,10 @@ def test_imports_between_subpackages_follow_the_table():
 
 def test_the_table_is_used_as_written():
     # Every allowed crossing but the CLI's is one the code makes: a stale entry would hide a change of design.
-    used = {(module.split(".")[0], floor) for module, floor in crossings(PACKAGE)}
+    found = crossings(PACKAGE)
+    used = {(module.split(".")[0], floor) for module, floor in found}
     unused = {(floor, other) for floor, others in ALLOWED.items() if floor != "cli" for other in others} - used
-    assert unused == set()
+    assert unused == set() and EXCEPTIONS <= found
 
 
 def test_a_model_importing_training_is_caught(tmp_path):
@@ -90,6 +97,8 @@ def test_a_model_importing_training_is_caught(tmp_path):
         "from keras_attention.base.validation import check_rank\n"
         "from keras_attention.training.losses import MaskedSparseCrossEntropy\n")
     (tmp_path / "training" / "recipe.py").write_text("from ..models import transformer\n")
+    (tmp_path / "models" / "factory.py").write_text(
+        "def build():\n    from keras_attention import TrainConfig  # inside a function, by its top-level name\n")
     assert crossings(tmp_path) == {("models.transformer", "base"), ("models.transformer", "training"),
-                                   ("training.recipe", "models")}
-    assert violations(tmp_path) == [("models.transformer", "training")]
+                                   ("training.recipe", "models"), ("models.factory", "training")}
+    assert violations(tmp_path) == [("models.factory", "training"), ("models.transformer", "training")]

@@ -36,7 +36,7 @@ class Range:
             return False
         if self.kind is int and not isinstance(value, int):
             return False
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):  # an int is finite (and may be too big for a float)
             return False
         if self.low is not None and (value <= self.low if self.low_open else value < self.low):
             return False

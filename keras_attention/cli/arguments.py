@@ -127,8 +127,7 @@ def build_parser():
         description="Train, evaluate and run attention translation models (Keras 3).",
     )
     parser.add_argument("--version", action="version", version=f"keras-attention {__version__}")
-    parser.add_argument("--verbose", action="store_true",
-                        help="show TensorFlow's own start-up and device log lines (hidden by default)")
+    parser.add_argument("--verbose", action="store_true", help=_VERBOSE)
     commands = parser.add_subparsers(dest="command", required=True)
     _add_train_command(commands)
     _add_prepare_command(commands)
@@ -138,33 +137,34 @@ def build_parser():
     _add_demo_command(commands)
     _add_average_checkpoints_command(commands)
     _add_export_command(commands)
+    for command in commands.choices.values():  # also after the command; unset unless given there
+        command.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=_VERBOSE)
+    parser.commands = commands.choices  # name -> the command's own parser
     return parser
 
 
-# Flags of the whole program, accepted before or after the command.
-GLOBAL_FLAGS = ("--verbose",)
+_VERBOSE = "show TensorFlow's own start-up and device log lines (hidden by default)"
 
 
 def parse_command_line(argv):
     """`argv` parsed with options and positional arguments in any order.
 
     `keras-attention translate RUN --beam-size 8 "A dog runs."` reads the
-    sentence after the option, and `--verbose` may follow the command. A usage
-    error names the command's own `--help`. Without a command, or with
-    `--help` or `--version` before it, the program's parser answers as usual.
+    sentence after the option, and `--verbose` may come before or after the
+    command. A usage error names the command's own `--help`. An option that
+    takes several values (`--test-files A B`) still takes every word up to the
+    next option. Without a command, or with anything but `--verbose` before it,
+    the program's parser answers as usual (`--help`, `--version`, errors).
     """
     parser = build_parser()
-    (commands,) = [action.choices for action in parser._subparsers._group_actions]
     argv = list(argv)
     end = argv.index("--") if "--" in argv else len(argv)  # after "--" every word is an argument
-    at = next((i for i, word in enumerate(argv[:end]) if word in commands), None)
-    if at is None or any(word not in GLOBAL_FLAGS for word in argv[:at]):
+    at = next((i for i, word in enumerate(argv[:end]) if word in parser.commands), None)
+    if at is None or any(word != "--verbose" for word in argv[:at]):
         return parser.parse_args(argv)
-    flags = {i for i in range(at + 1, end) if argv[i] in GLOBAL_FLAGS}
-    rest = [word for i, word in enumerate(argv[at + 1:], start=at + 1) if i not in flags]
-    args = commands[argv[at]].parse_intermixed_args(rest)
+    args = parser.commands[argv[at]].parse_intermixed_args(argv[at + 1:])
     args.command = argv[at]
-    args.verbose = "--verbose" in argv[:at] or bool(flags)
+    args.verbose = "--verbose" in argv[:at] or getattr(args, "verbose", False)
     return args
 
 

@@ -6,6 +6,9 @@ import re
 import sys
 import threading
 
+from keras_attention.base.files import read_translator_config, translator_folder
+from keras_attention.base.tensorflow_only import BackendError, require_tensorflow
+from keras_attention.base.xla_cache import use_xla_cache
 from keras_attention.cli.arguments import (
     DEFAULT_SOURCE,
     DEFAULT_TARGET,
@@ -16,10 +19,7 @@ from keras_attention.cli.arguments import (
     prepare_config,
 )
 from keras_attention.cli.ctrl_c import resend_dropped_ctrl_c
-from keras_attention.base.files import read_translator_config, translator_folder
 from keras_attention.cli.reporting import print_summary
-from keras_attention.base.tensorflow_only import BackendError, require_tensorflow
-from keras_attention.cli.xla_cache import use_xla_cache
 
 
 def _argument_text(text, number):

@@ -16,6 +16,8 @@ import signal
 import sys
 import threading
 
+from keras_attention.base.validation import check_non_negative_float
+
 
 @contextlib.contextmanager
 def resend_dropped_ctrl_c(delay=0.05):
@@ -39,8 +41,7 @@ def resend_dropped_ctrl_c(delay=0.05):
     >>> with resend_dropped_ctrl_c():
     ...     pass  # a command's work: a Ctrl-C stops it even during a collection
     """
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not delay >= 0:
-        raise ValueError(f"`delay` must be a number >= 0. Received: delay={delay!r}")
+    check_non_negative_float("delay", delay)
     previous = sys.unraisablehook
     timers = []
 

@@ -3,7 +3,7 @@
 Loaders return `tf.data.Dataset`s of `(source, target)` sentence pairs:
 `load_multi30k`, `load_dates` (generated, offline), `load_parallel_files`,
 `load_tsv`, `load_wmt14` and `load_tfds_translation`. Files are streamed
-line by line (`streaming`, `files`): memory does not grow with the corpus. `SubwordTokenizer` (WordPiece, in
+line by line (`streaming`, `corpus_files`): memory does not grow with the corpus. `SubwordTokenizer` (WordPiece, in
 graph) turns text into ids and back; `make_translation_dataset` makes the
 `((source_ids, target_in), target_out)` batches that `model.fit` takes.
 
@@ -11,14 +11,14 @@ The TFDS builder `multi30k_task1` is registered by importing
 `keras_attention.data.multi30k_tfds` (done by `load_tfds_translation`).
 """
 
+from keras_attention.data.bucketing import auto_bucket_boundaries, min_padding_boundaries, padding_fraction
+from keras_attention.data.corpus_files import count_lines, expand_files
 from keras_attention.data.dates import generate_dates, load_dates
 from keras_attention.data.multi30k import load_multi30k
 from keras_attention.data.parallel import load_parallel_files, load_tfds_translation, load_tsv
-from keras_attention.data.bucketing import auto_bucket_boundaries, min_padding_boundaries, padding_fraction
 from keras_attention.data.pipeline import LengthStats, make_translation_dataset
 from keras_attention.data.prepared import PreparedCorpus, is_prepared
 from keras_attention.data.records import prepare_corpus
-from keras_attention.data.corpus_files import count_lines, expand_files
 from keras_attention.data.streaming import CorpusError, CorpusReport, corpus_error
 from keras_attention.data.text_files import read_lines, read_parallel_lines
 from keras_attention.data.tokenizers import SubwordTokenizer

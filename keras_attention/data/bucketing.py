@@ -8,8 +8,8 @@ pair's length is the longer of its source and its target input. Used by
 import numpy as np
 import tensorflow as tf
 
-from keras_attention.base.validation import check_choice, check_positive_int
 from keras_attention.base.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD
+from keras_attention.base.validation import check_choice, check_positive_int
 
 
 def bucket_sizes(bucket_boundaries, longest, batch_size=None, batch_tokens=None):

@@ -14,9 +14,9 @@ import warnings
 import keras
 
 from keras_attention import DATA_ENV_VAR
+from keras_attention.base.validation import check_choice
 from keras_attention.data.corpus_files import sha256_of
 from keras_attention.data.streaming import read_parallel_text
-from keras_attention.base.validation import check_choice
 
 LANGUAGES = ("en", "de", "fr", "cs")
 SPLITS = ("train", "val", "test_2016_flickr")

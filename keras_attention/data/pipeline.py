@@ -11,11 +11,11 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.base.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD
+from keras_attention.base.validation import check_choice, check_positive_int
 from keras_attention.data.bucketing import auto_bucket_boundaries, batch_by_length
 from keras_attention.data.streaming import assert_token_lengths
 from keras_attention.data.text_files import logger
-from keras_attention.base.validation import check_choice, check_positive_int
-from keras_attention.base.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD
 
 AUTOTUNE = tf.data.AUTOTUNE
 

@@ -15,12 +15,12 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.base.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD
+from keras_attention.base.validation import check_choice, check_positive_int
 from keras_attention.data.bucketing import batch_by_length, bucket_sizes, final_boundaries, min_padding_boundaries
 from keras_attention.data.corpus_files import sha256_of
 from keras_attention.data.text_files import logger
 from keras_attention.data.tokenizers import SubwordTokenizer
-from keras_attention.base.validation import check_choice, check_positive_int
-from keras_attention.base.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD
 
 MANIFEST = "manifest.json"
 FORMAT = "keras-attention prepared corpus"

@@ -28,6 +28,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.base.validation import check_positive_int
+from keras_attention.data.corpus_files import sha256_of
 from keras_attention.data.pipeline import _max_lengths
 from keras_attention.data.prepared import (
     AUTOTUNE,
@@ -38,9 +40,7 @@ from keras_attention.data.prepared import (
     VERSION,
     is_prepared,
 )
-from keras_attention.data.corpus_files import sha256_of
 from keras_attention.data.text_files import logger
-from keras_attention.base.validation import check_positive_int
 
 
 def prepare_corpus(

@@ -15,8 +15,9 @@ import os
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_attention.data.text_files import read_lines
 from keras_attention.base.files import write_text
+from keras_attention.base.validation import check_choice, check_positive_int
+from keras_attention.data.text_files import read_lines
 from keras_attention.data.vocabulary import (
     END,
     NORMALIZATIONS,
@@ -28,7 +29,6 @@ from keras_attention.data.vocabulary import (
     check_vocabulary,
     normalize_text,
 )
-from keras_attention.base.validation import check_choice, check_positive_int
 
 _WHOLE_LINE = tf.lookup.TextFileIndex.WHOLE_LINE
 _LINE_NUMBER = tf.lookup.TextFileIndex.LINE_NUMBER

@@ -17,8 +17,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-from keras_attention.data.text_files import logger
 from keras_attention.base.validation import check_choice, check_positive_int
+from keras_attention.data.text_files import logger
 
 PAD = "[PAD]"
 """The padding token, id 0 in every vocabulary."""

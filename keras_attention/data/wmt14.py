@@ -18,8 +18,8 @@ fetches once, on purpose. Text files are streamed line by line.
 import glob
 import os
 
-from keras_attention.data.parallel import load_parallel_files, load_tfds_translation
 from keras_attention.base.validation import check_choice
+from keras_attention.data.parallel import load_parallel_files, load_tfds_translation
 
 LANGUAGES = ("en", "de")
 SPLITS = {"train": "train", "validation": "newstest2013", "test": "newstest2014"}

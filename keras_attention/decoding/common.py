@@ -33,8 +33,8 @@ from typing import NamedTuple, Optional
 import keras
 from keras import ops
 
-from keras_attention.decoding.chunks import chunk_rooms, run_in_chunks
 from keras_attention.base.validation import check_positive_int, check_rank
+from keras_attention.decoding.chunks import chunk_rooms, run_in_chunks
 
 NEG_INF = float("-inf")
 
@@ -98,8 +98,6 @@ def check_common_arguments(model, source_ids, start_id, end_id, max_length):
     if "int" not in dtype:
         raise ValueError(f"`source_ids` must hold integer token ids. Received: source_ids.dtype={dtype}")
     return ops.cast(source_ids, "int32")
-
-
 
 
 # Growing the decoding state ----------------------------------------------------------

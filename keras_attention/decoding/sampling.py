@@ -3,8 +3,8 @@
 import tensorflow as tf
 from keras import ops
 
+from keras_attention.base.options import check_option
 from keras_attention.decoding.common import NEG_INF, check_common_arguments, decode_single_path
-from keras_attention.base.validation import check_positive_int
 
 
 def top_k_filter(logits, k):
@@ -82,14 +82,9 @@ def sample(
     (1, 6)
     """
     source_ids = check_common_arguments(model, source_ids, start_id, end_id, max_length)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(f"`temperature` must be a number > 0. Received: temperature={temperature!r}")
-    if top_k is not None:
-        check_positive_int("top_k", top_k)
-    if top_p is not None and (
-        isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1
-    ):
-        raise ValueError(f"`top_p` must be a number in (0, 1]. Received: top_p={top_p!r}")
+    check_option("temperature", temperature)
+    check_option("top_k", top_k)
+    check_option("top_p", top_p)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ValueError(f"`seed` must be an int or None. Received: seed={seed!r}")
 

@@ -10,14 +10,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_attention.base.tensorflow_only import require_tensorflow
 from keras_attention import __version__
+from keras_attention.base.files import read_translator_config, replaced_atomically, translator_folder, write_json
+from keras_attention.base.tensorflow_only import require_tensorflow
+from keras_attention.base.validation import check_choice, check_positive_int
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.decoding.beam_search import beam_search
 from keras_attention.decoding.greedy import greedy_decode
 from keras_attention.decoding.sampling import sample
-from keras_attention.base.files import read_translator_config, replaced_atomically, translator_folder, write_json
-from keras_attention.base.validation import check_choice, check_positive_int
 # Registers the model classes, so `Translator.load` can rebuild them in a fresh process.
 from keras_attention import models  # noqa: F401
 

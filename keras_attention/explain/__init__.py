@@ -8,9 +8,9 @@
 import os
 import warnings
 
+from keras_attention.base.files import write_text
 from keras_attention.explain.page import render_fragment, render_page
 from keras_attention.explain.weights import SentenceAttention, collect_attention
-from keras_attention.base.files import write_text
 
 __all__ = ["Explanation", "SentenceAttention", "collect_attention", "explain"]
 

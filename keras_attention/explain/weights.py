@@ -12,8 +12,8 @@ import warnings
 import numpy as np
 from keras import ops
 
-from keras_attention.decoding.translator import METHODS, Translator
 from keras_attention.base.validation import check_choice
+from keras_attention.decoding.translator import METHODS, Translator
 from keras_attention.models import Seq2SeqRNN, Transformer
 
 KINDS = ("encoder", "decoder", "cross")

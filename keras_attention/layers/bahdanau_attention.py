@@ -5,8 +5,8 @@ import math
 import keras
 from keras import ops
 
-from keras_attention.layers.alignment_attention import AlignmentAttention
 from keras_attention.base.validation import check_positive_int
+from keras_attention.layers.alignment_attention import AlignmentAttention
 from keras_attention.layers.validation import check_attention_shapes
 
 

@@ -3,9 +3,9 @@
 import keras
 from keras import ops
 
+from keras_attention.base.validation import check_choice, check_positive_int
 from keras_attention.layers import attention_ops
 from keras_attention.layers.alignment_attention import AlignmentAttention
-from keras_attention.base.validation import check_choice, check_positive_int
 from keras_attention.layers.validation import check_attention_shapes
 
 SCORES = ("dot", "general", "concat")

@@ -4,8 +4,8 @@ import keras
 from keras import ops
 from keras.src.backend import set_keras_mask
 
-from keras_attention.layers import attention_ops
 from keras_attention.base.validation import check_rate
+from keras_attention.layers import attention_ops
 from keras_attention.layers.validation import check_mask, static_int
 
 

@@ -5,8 +5,8 @@ import math
 import keras
 from keras import ops
 
-from keras_attention.layers.sinusoidal_position_encoding import sinusoidal_table
 from keras_attention.base.validation import check_choice, check_positive_int
+from keras_attention.layers.sinusoidal_position_encoding import sinusoidal_table
 from keras_attention.layers.validation import check_token_ids, refuse_positional, require_keywords, static_int
 
 

@@ -3,8 +3,8 @@
 import keras
 from keras.src.backend import get_keras_mask
 
-from keras_attention.layers.multi_head_attention import MultiHeadAttention
 from keras_attention.base.validation import check_positive_int, check_rate
+from keras_attention.layers.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.validation import refuse_positional, require_keywords
 
 

@@ -11,14 +11,6 @@ from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 from keras_attention.base.validation import check_rank
 
 
-
-
-
-
-
-
-
-
 def check_attention_shapes(query_shape, value_shape, key_shape):
     """Shape checks shared by the RNN attention layers (Bahdanau, Luong).
 

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from keras_attention.layers.attention_ops import combine_masks, masked_softmax
 from keras_attention.base.validation import check_positive_int, check_rate
+from keras_attention.layers.attention_ops import combine_masks, masked_softmax
 
 # Signed distances i - j beyond this share one bias (section 3.4 of the paper).
 MAX_DISTANCE = 10

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from keras_attention.layers import BahdanauAttention, LuongAttention
 from keras_attention.base.validation import check_choice, check_positive_int, check_rate
+from keras_attention.layers import BahdanauAttention, LuongAttention
 from keras_attention.models.time_scan import scan_carry
 
 # Named sizes for `Seq2SeqRNN.from_preset` (and `train --model bahdanau --preset ...`).

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from keras_attention.layers import PositionalEmbedding, TransformerDecoder, TransformerEncoder
 from keras_attention.base.validation import check_choice, check_positive_int, check_rate
+from keras_attention.layers import PositionalEmbedding, TransformerDecoder, TransformerEncoder
 from keras_attention.models.initializers import headwise_glorot_uniform
 from keras_attention.models.transformer_decoding import TransformerDecoding
 

@@ -12,13 +12,13 @@ on token strings) translates with.
 from keras_attention.serving.ctranslate2_export import export_ctranslate2
 from keras_attention.serving.ctranslate2_translator import CTranslate2Translator
 
+from keras_attention.serving import requests
 from keras_attention.serving.export import (
     EXPORT_METHODS,
     IDS_SIGNATURE,
     SERVING_SIGNATURE,
     export,
 )
-from keras_attention.serving import requests
 
 __all__ = [
     "CTranslate2Translator", "EXPORT_METHODS", "IDS_SIGNATURE", "SERVING_SIGNATURE", "export", "export_ctranslate2",

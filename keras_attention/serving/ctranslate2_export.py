@@ -37,11 +37,11 @@ import os
 import keras
 import numpy as np
 
+from keras_attention.base.files import write_json
+from keras_attention.base.options import CTRANSLATE2_QUANTIZATIONS
 from keras_attention.data.vocabulary import END, PAD, START, UNK
 from keras_attention.decoding.translator import Translator
-from keras_attention.base.files import write_json
 from keras_attention.models import Transformer
-from keras_attention.base.options import CTRANSLATE2_QUANTIZATIONS
 
 __all__ = ["QUANTIZATIONS", "export_ctranslate2"]
 

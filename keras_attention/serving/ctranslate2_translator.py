@@ -15,10 +15,10 @@ up to float rounding.
 
 import numpy as np
 
+from keras_attention.base.validation import check_choice, check_positive_int
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.data.vocabulary import PAD
 from keras_attention.decoding.translator import METHODS, Translation, warn_truncated, with_blanks
-from keras_attention.base.validation import check_choice, check_positive_int
 from keras_attention.serving.ctranslate2_export import read_export_metadata, require_ctranslate2
 
 __all__ = ["CTranslate2Translator"]

@@ -28,9 +28,9 @@ import tempfile
 
 import tensorflow as tf
 
-from keras_attention.base.validation import check_choice, check_non_negative_float, check_positive_int
-from keras_attention.base.tensorflow_only import require_tensorflow
 from keras_attention import __version__
+from keras_attention.base.tensorflow_only import require_tensorflow
+from keras_attention.base.validation import check_choice, check_non_negative_float, check_positive_int
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.decoding.translator import Translator
 

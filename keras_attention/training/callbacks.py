@@ -7,7 +7,7 @@ import time
 import keras
 
 from keras_attention.base.files import replaced_atomically
-from keras_attention.base.validation import check_positive_int
+from keras_attention.base.validation import POSITIVE, check_positive_int, check_range
 from keras_attention.training.evaluation import evaluate_bleu
 
 
@@ -138,9 +138,7 @@ class TimeLimit(keras.callbacks.Callback):
 
     def __init__(self, minutes, previous_seconds=(), window=5, verbose=True):
         super().__init__()
-        if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not minutes > 0:
-            raise ValueError(f"`minutes` must be a number > 0. Received: minutes={minutes!r}")
-        self.minutes = minutes
+        self.minutes = check_range("minutes", minutes, POSITIVE)
         self.seconds = [float(s) for s in previous_seconds]
         self.window = check_positive_int("window", window)
         self.verbose = verbose
@@ -228,10 +226,8 @@ class EpochCheckpoints(keras.callbacks.Callback):
 
     def __init__(self, directory, keep=5):
         super().__init__()
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
-            raise ValueError(f"`keep` must be a positive int. Received: keep={keep!r}")
         self.directory = directory
-        self.keep = keep
+        self.keep = check_positive_int("keep", keep)
 
     def on_epoch_end(self, epoch, logs=None):
         os.makedirs(self.directory, exist_ok=True)

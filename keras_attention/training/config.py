@@ -2,8 +2,8 @@
 
 import dataclasses
 
-from keras_attention.base.validation import check_choice
 from keras_attention.base.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES, check_options
+from keras_attention.base.validation import check_choice
 
 DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
 # The user's own corpora: cleaned by default (word limits as Moses' clean-corpus-n).
@@ -57,7 +57,7 @@ class TrainConfig:
         strategy, precision: see `training.distribution`.
         jit_compile: compile the training step with XLA: True, False, or
             "auto" (the default): only when the run trains on at least
-            `options.XLA_MIN_PAIRS` pairs, epochs times pairs (see
+            `base.options.XLA_MIN_PAIRS` pairs, epochs times pairs (see
             `training.corpus.use_xla`). XLA is used with one replica only.
         length_buckets: how many length buckets the training batches take
             (under XLA, the batch shapes compiled); None chooses from the

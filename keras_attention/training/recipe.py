@@ -12,12 +12,12 @@ import time
 import keras
 import tensorflow as tf
 
-from keras_attention.base.tensorflow_only import require_tensorflow
 from keras_attention import data
-from keras_attention.decoding.translator import Translator
 from keras_attention.base.files import write_json
-from keras_attention.models.cpu_kernels import use_cpu_dropout, use_cpu_rows
+from keras_attention.base.tensorflow_only import require_tensorflow
+from keras_attention.decoding.translator import Translator
 from keras_attention.models import build_model
+from keras_attention.models.cpu_kernels import use_cpu_dropout, use_cpu_rows
 from keras_attention.training import distribution
 from keras_attention.training.callbacks import (
     BleuCallback,

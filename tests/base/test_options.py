@@ -59,7 +59,7 @@ def test_python_refuses_with_the_same_words():
 def test_every_range_is_used_by_some_flag():
     flags = set()
     parser = _parser()
-    for action in parser._subparsers._group_actions[0].choices.values():
+    for action in parser.commands.values():
         flags |= {a.dest for a in action._actions if getattr(a.type, "__name__", None) == a.dest}
     assert flags == set(RANGES) - {"bleu_sample", "target_vocab_size"}  # these two: Python only
 

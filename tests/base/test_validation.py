@@ -23,7 +23,7 @@ def test_positive_int_refuses(value):
 
 
 def test_accepted_values_come_back():
-    assert check_positive_int("units", 7) == 7
+    assert check_positive_int("units", 7) == 7 and check_positive_int("units", 10**400) == 10**400
     assert check_rate("dropout", 0) == 0.0 and isinstance(check_rate("dropout", 0), float)
     assert check_non_negative_float("length_penalty", 2) == 2.0
     assert check_choice("score", "dot", ("dot", "general")) == "dot"

@@ -24,6 +24,12 @@ def test_verbose_before_or_after_the_command(argv):
     assert not parse_command_line(["translate", "runs/x", "hi"]).verbose
 
 
+def test_the_old_order_still_parses_and_verbose_is_in_each_help():
+    args = parse_command_line(["--verbose", "translate", "--beam-size", "2", "runs/x", "hi"])
+    assert (args.verbose, args.beam_size, args.sentences) == (True, 2, ["hi"])
+    assert "--verbose" in _commands()["translate"].format_help()
+
+
 def test_after_a_double_dash_every_word_is_a_sentence():
     args = parse_command_line(["translate", "runs/x", "--", "--verbose", "-x"])
     assert args.sentences == ["--verbose", "-x"] and not args.verbose
@@ -58,9 +64,7 @@ def test_main_takes_a_sentence_after_an_option(tmp_path, capsys):
 def _commands():
     from keras_attention.cli.arguments import build_parser
 
-    parser = build_parser()
-    (commands,) = [action.choices for action in parser._subparsers._group_actions]
-    return commands
+    return build_parser().commands
 
 
 @pytest.mark.parametrize("name", sorted(_commands()))

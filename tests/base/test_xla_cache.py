@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from keras_attention.cli import xla_cache
-from keras_attention.cli.xla_cache import FLAG, machine_key, use_xla_cache
+from keras_attention.base import xla_cache
+from keras_attention.base.xla_cache import FLAG, machine_key, use_xla_cache
 
 
 def test_the_flag_names_a_subfolder_per_tensorflow_version_and_cpu(tmp_path, monkeypatch):
@@ -46,7 +46,7 @@ def test_a_file_in_the_way_is_a_one_line_error(tmp_path, monkeypatch):
 # One process: a compiled function of `scale`, its value printed.
 PROGRAM = """
 import sys
-from keras_attention.cli.xla_cache import use_xla_cache
+from keras_attention.base.xla_cache import use_xla_cache
 use_xla_cache(sys.argv[1])
 import tensorflow as tf
 scale = float(sys.argv[2])

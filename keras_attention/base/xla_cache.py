@@ -19,7 +19,7 @@ TensorFlow-only (the JAX backend has its own, `jax_compilation_cache_dir`).
 
 Example:
 
->>> from keras_attention.cli.xla_cache import use_xla_cache
+>>> from keras_attention.base.xla_cache import use_xla_cache
 >>> folder = use_xla_cache("/tmp/xla-cache")  # before the process first compiles with XLA
 """
 
