@@ -37,51 +37,25 @@ from keras_attention.training.evaluation import evaluate_bleu, moses_bleu
 from keras_attention.training.recipe import TrainConfig, train
 
 # One configuration per model; the same for both directions but where DIRECTION_CONFIGS says otherwise.
+# Why each Transformer recipe is set as it is: docs/training.md ("The Multi30k recipes").
 CONFIGS = {
     "rnn": dict(model="rnn", preset="small", epochs=12, learning_rate=1e-3, vocab_size=8000),
     "bahdanau": dict(model="bahdanau", preset="small", epochs=12, learning_rate=1e-3, vocab_size=8000),
     "luong": dict(model="luong", preset="small", epochs=12, learning_rate=1e-3, vocab_size=8000),
-    # 29,000 pairs over-fit the small preset's dropout of 0.1 (validation loss rising
-    # from epoch 11 of 20, benchmarks/RESULTS.md at 8068402): more dropout, and some on the attention weights;
-    # with them the validation loss still fell at epoch 20, hence 30 epochs.
     "transformer": dict(model="transformer", preset="small", epochs=30, vocab_size=8000, warmup_steps=2000,
                         overrides=dict(dropout=0.3, attention_dropout=0.1)),
-    # The same model with one vocabulary for both languages and one embedding matrix for the source,
-    # the target and the output, trained on lower-cased text: fairseq's Multi30k baseline does all three,
-    # and the target figure (lower-cased BLEU) ignores case anyway. Fewer parameters, 30 epochs as above.
+    # fairseq's Multi30k baseline: one vocabulary and one embedding matrix for both languages, lower-cased text.
     "transformer-shared": dict(model="transformer", preset="small", epochs=30, vocab_size=8000, warmup_steps=2000,
                                joint_vocabulary=True, share_embeddings=True, lower_case=True,
                                overrides=dict(dropout=0.3, attention_dropout=0.1)),
-    # Wu et al. (2021)'s Transformer-tiny, fairseq's Multi30k baseline: 4+4 layers of width 128 (feed-forward 256),
-    # everything shared, dropout 0.3, about 4,096 tokens a batch, warm-up 2,000 to a peak of 5e-3. A third of the small
-    # model's cost an epoch on a CPU. The joint vocabulary has 10,000 pieces, as the 10,000 BPE merges common in
-    # Multi30k baselines: 8,000 until def21f1 (2.5% more tokens), whose en->de average scored 40.39 on the validation
-    # set against 0b74c8f's 40.63 (lower-cased, greedy, the best count each); de->en has 8,000 (DIRECTION_CONFIGS).
-    # Length buckets that pad the fewest tokens (benchmarks/buckets.json: a 20% shorter epoch than equal-count ones)
-    # make 121 batches an epoch of en->de: fairseq's 8,000 updates are 65 epochs. The recipe trains as many epochs as
-    # fit in 88 minutes of training (validation excluded), inside the 90-minute budget of its target, up to 80 (9,700
-    # updates): in both 65-epoch runs (1a93919, 28b3198) the validation loss still fell from epochs 46-55 to 56-65
-    # (means of ten: en->de 2.723 to 2.707, de->en 2.629 to 2.626), and the de->en one trained 80 of its 88 minutes. A
-    # 2-core CPU's speed varies with the host; the results table has each run's epochs and minutes. The last 30 epochs'
-    # weights are kept, and how many of them to average is chosen on the validation set (AVERAGE_COUNTS): with 20 kept,
-    # en->de chose all 20.
+    # Wu et al. (2021)'s Transformer-tiny (fairseq's Multi30k baseline), as many epochs as fit in 88 minutes.
     "transformer-tiny": dict(model="transformer", preset="tiny", epochs=80, time_limit_minutes=88, vocab_size=10000,
                              warmup_steps=2000, batch_tokens=4096, bucket_method="min_padding", peak_learning_rate=5e-3,
                              keep_checkpoints=30,
                              joint_vocabulary=True, share_embeddings=True, lower_case=True,
                              overrides=dict(num_layers=4, intermediate_dim=256, dropout=0.3)),
 }
-# Settings chosen for one direction on its own validation set. transformer-tiny de->en: 8,000 joint pieces, not
-# 10,000. With 65 epochs its averaged checkpoints scored 42.55 on the validation set with 8,000 (b07c0b6) against
-# 42.26 with 10,000 (1a93919), lower-cased, greedy, the best count each; en->de went the other way (40.39 / 40.63).
-# 6,000 (117c966, stopped after 38 epochs) did worse: the per-epoch validation BLEU (lower-cased, greedy, the same
-# 200 sentences) averaged 37.9 over epochs 21-30 and 38.7 over 31-38, against 8,000's 39.7 and 40.5.
-# Its rate decays along half a cosine to zero at epoch 55, instead of as the inverse square root (which left it at half
-# its peak at the 88 minutes' end, epoch 59 of 6e216a4, whose validation BLEU had stopped rising near epoch 40: 41.5
-# +- 0.8 over epochs 40-59). 55 epochs fit the 88 minutes on the slower host with a 6% margin (295 s for the first
-# epoch, 86 s for each other); the time limit stays as a guard. Cosine over 20 epochs (not committed: the recipe's
-# other settings) against 6e216a4 at the same 2,460 steps, the same 200 validation sentences, lower-cased, greedy,
-# epochs 17-20: 35.5, 37.3, 39.1, 39.6 against 35.4, 35.8, 37.3, 37.6.
+# Settings chosen for one direction on its own validation set.
 DIRECTION_CONFIGS = {("transformer-tiny", "de-en"): dict(vocab_size=8000, lr_schedule="cosine", epochs=55)}
 DIRECTIONS = ("en-de", "de-en")
 # jit_compile=True: the committed runs compiled their training step with XLA; `train`'s default
@@ -95,9 +69,7 @@ VALIDATION_SPLIT = "val"
 AVERAGE_COUNTS = {"transformer-tiny": (5, 10, 15, 20, 25, 30)}
 BEAM = dict(method="beam", beam_size=4, length_penalty=0.6)
 # Recipes that choose beam search's length penalty (GNMT's alpha) on the validation set, with their final
-# model: its greedy output ran short of the references (length 0.96 of theirs on the validation set, de->en
-# averaged at 38 epochs, 117c966), beam 4 with 0.6 shorter still (0.94), and the penalty lengthened it:
-# validation BLEU 40.86 with 0.6, 41.12 with 1.0, 41.47 with 1.4, 41.86 with 2.0, 41.21 with 3.0.
+# model: its translations run shorter than the references, and a larger penalty lengthens them.
 LENGTH_PENALTIES = {"transformer-tiny": (0.6, 1.0, 1.5, 2.0, 3.0)}
 # --quick scores only the first test sentences (its models are untrained smoke).
 QUICK_TEST_SENTENCES = 100

@@ -1,6 +1,8 @@
-"""House style that a reader notices: no line in the package or the scripts is longer than the limit."""
+"""House style that a reader notices: lines within the limit, no lab history (commit hashes) in comments."""
 
 import configparser
+import re
+import tokenize
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -20,3 +22,31 @@ def test_lines_are_within_the_limit_of_setup_cfg():
                   for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
                   if len(line) > limit]
     assert long_lines == []
+
+
+# A commit hash: 7 to 40 hexadecimal characters holding a digit and a letter.
+COMMIT = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+
+
+def _prose(path):
+    """(line, text) of each comment and triple-quoted string (docstrings) of a Python file."""
+    with open(path, encoding="utf-8") as f:
+        for token in tokenize.generate_tokens(f.readline):
+            if token.type == tokenize.COMMENT or (
+                    token.type == tokenize.STRING and token.string.lstrip("rbuRBU").startswith(('"""', "'''"))):
+                yield token.start[0], token.string
+
+
+def test_comments_and_docstrings_name_no_commit():
+    # The lab's history (which commit measured what) belongs to git log and the results pages.
+    found = [f"{path.relative_to(ROOT)}:{line}: {match}"
+             for folder in ("keras_attention", "scripts")
+             for path in sorted((ROOT / folder).rglob("*.py"))
+             for line, text in _prose(path) for match in COMMIT.findall(text)]
+    assert found == []
+
+
+def test_the_commit_check_finds_a_hash(tmp_path):
+    path = tmp_path / "history.py"
+    path.write_text('"""Faster since 1a93919."""\nx = "abcdef0123"  # as at 6e216a4\ny = "deadbee5"\n', encoding="utf-8")
+    assert [(line, COMMIT.findall(text)) for line, text in _prose(path)] == [(1, ["1a93919"]), (2, ["6e216a4"])]

@@ -221,7 +221,7 @@ explain(translator, [sentence])
 # product of two learned vectors through a learned $W_a$, and its size grows with all
 # three; large scores make the softmax nearly one-hot, and a nearly one-hot softmax has
 # almost no gradient (tutorial 06 shows both). `Seq2SeqRNN(attention="luong",
-# luong_scaled=False)` trains the paper's version, and `scripts/ablate_luong_scale.py`
+# luong_scaled=False)` trains the paper's version, and `scripts/ablations/ablate_luong_scale.py`
 # in the repository trains both versions side by side. To train local-p, pass
 # `luong_window=D`.
 #

@@ -24,7 +24,7 @@ SPLITS = ("train", "val", "test_2016_flickr")
 SPLIT_ALIASES = {"validation": "val", "test": "test_2016_flickr"}
 SPLIT_SIZES = {"train": 29000, "val": 1014, "test_2016_flickr": 1000}
 
-# The files at commit a3d2e0d of the multi30k/dataset repository.
+# The files of the multi30k/dataset repository, pinned to one commit (checked by SHA256 below).
 BASE_URL = (
     "https://raw.githubusercontent.com/multi30k/dataset/"
     "a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw/"

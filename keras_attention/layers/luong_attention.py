@@ -32,7 +32,7 @@ class LuongAttention(AlignmentAttention):
     the paper. A product of two d_q-vectors grows with d_q, and under Adam the
     d_k x d_q entries of W_a move together, so unscaled scores can soon
     saturate the softmax, and the model learns to ignore its attention
-    (`scripts/ablate_luong_scale.py` compares the two on Multi30k).
+    (`scripts/ablations/ablate_luong_scale.py` compares the two on Multi30k).
     `scale=True` multiplies the scores by a learned scalar (initialised to 1),
     as `keras.layers.Attention(use_scale=True)` does.
 

@@ -17,7 +17,7 @@ def headwise_glorot_uniform(seed=None):
     attention starts near uniform and each attention branch small next to
     its residual path. keras-attention 0.2's Transformer results were trained
     from it, and on Multi30k it learns faster than the true-fan Glorot
-    (`scripts/ablate_attention_init.py`, `benchmarks/attention_init.json`).
+    (`scripts/ablations/ablate_attention_init.py`, `benchmarks/attention_init.json`).
 
     Keras' `MultiHeadAttention` makes each projection's initializer from
     this one's config, seed included: with a fixed `seed`, the query, key

@@ -49,7 +49,7 @@ class Seq2SeqRNN(keras.Model):
     default every signal starts tiny (embeddings of RMS 0.03, encoder states
     of 0.01), and Luong's multiplicative score, a product of two such
     vectors, starts flat and learns slowly (measured on the generated dates
-    corpus by `scripts/ablate_embedding_init.py`, in
+    corpus by `scripts/ablations/ablate_embedding_init.py`, in
     `benchmarks/embedding_init.json`).
 
     The same step function runs the teacher-forced pass (with `ops.scan` over

@@ -22,9 +22,11 @@ import profile_training  # noqa: E402
 
 
 def test_training_benchmark_compares_equal_models_and_bounds_the_step(tmp_path):
-    # One run of the script (it compiles two models): the comparison and --product-bound.
+    # One run of the script (it compiles four models, without XLA: tracing is what
+    # the test costs): the comparison and --product-bound.
     out = tmp_path / "training.json"
-    result = benchmark_training.main(["--quick", "--product-bound", "--json", str(out)])
+    result = benchmark_training.main(["--quick", "--no-xla", "--product-bound", "--json", str(out)])
+    assert result["xla"] is False
     assert json.loads(out.read_text())["parameters"] == result["parameters"]
     ours, hub = result["parameters"]["ours"], result["parameters"]["keras_hub"]
     assert abs(ours / hub - 1) < 0.01
@@ -273,12 +275,29 @@ def test_bucket_benchmark_trains_both_methods_on_the_same_pairs(tmp_path, multi3
 
 
 def test_precision_benchmark_trains_one_model_under_each_variant(tmp_path):
+    # Two variants without XLA (an XLA compile of the step is most of a variant's cost);
+    # the default four are checked below without training.
     out = tmp_path / "precision.json"
-    result = benchmark_precision.main(["--quick", "--json", str(out)])
-    assert result["variants"] == list(benchmark_precision.DEFAULT_VARIANTS)
-    assert json.loads(out.read_text())["speed_over_reference"]["float32:xla"] == 1.0
+    variants = ["mixed_bfloat16:no-xla", "float32:no-xla"]
+    result = benchmark_precision.main(["--quick", "--variants", *variants, "--json", str(out)])
+    assert result["variants"] == variants and result["reference"] == variants[0]
+    assert json.loads(out.read_text())["speed_over_reference"]["mixed_bfloat16:no-xla"] == 1.0
     assert result["matmul_size"] == 256  # --quick
     assert set(result["matmul_gflops"]) == {"float32:xla", "float32:no-xla", "bfloat16:xla", "bfloat16:no-xla"}
+
+
+def test_precision_benchmark_defaults_to_four_variants(monkeypatch):
+    built = []
+
+    def stop(c, variants, batch):
+        built.append(list(variants.items()))
+        raise KeyboardInterrupt  # the variants are all this test needs
+
+    monkeypatch.setattr(benchmark_precision, "build_variants", stop)
+    with pytest.raises(KeyboardInterrupt):
+        benchmark_precision.main(["--quick"])
+    assert built == [[("float32:xla", ("float32", True)), ("float32:no-xla", ("float32", False)),
+                      ("mixed_bfloat16:no-xla", ("mixed_bfloat16", False)), ("mixed_bfloat16:xla", ("mixed_bfloat16", True))]]
 
 
 def test_precision_variants_are_one_model_in_other_dtypes():

@@ -60,7 +60,7 @@ def test_the_inference_table(tmp_path, monkeypatch):
 
 def test_the_luong_scale_table(tmp_path, monkeypatch):
     run = {"seed": 0, "valid_sentences": 1014, "loss": [5.531, 4.58], "val_loss": [5.0, 4.7]}
-    figures = {"command": "python scripts/ablate_luong_scale.py", "date": "2026-01-02", "machine": "a CPU",
+    figures = {"command": "python scripts/ablations/ablate_luong_scale.py", "date": "2026-01-02", "machine": "a CPU",
                "device": "/device:CPU:0", "epochs": 2, "settings": {"embedding_dim": 128, "units": 256, "dropout": 0.1},
                "runs": [{**run, "run": "luong_unscaled", "valid_bleu": 6.54, "mean_largest_weight": 0.97,
                          "share_peaking_on_start": 0.81},
@@ -75,7 +75,7 @@ def test_the_luong_scale_table(tmp_path, monkeypatch):
 
 def test_the_attention_init_table(tmp_path, monkeypatch):
     run = {"loss": [6.5, 4.8], "epoch_seconds": [300.0, 200.0], "seconds": 600}
-    figures = {"command": "python scripts/ablate_attention_init.py", "device": "/device:CPU:0", "direction": "en-de",
+    figures = {"command": "python scripts/ablations/ablate_attention_init.py", "device": "/device:CPU:0", "direction": "en-de",
                "epochs": 2, "runs": [
                    {**run, "init": "headwise_glorot_uniform", "val_loss": [5.449, 4.527],
                     "val_token_accuracy": [0.3045, 0.4031], "val_bleu": [3.39, 14.0]},
@@ -86,7 +86,7 @@ def test_the_attention_init_table(tmp_path, monkeypatch):
     assert "| `headwise_glorot_uniform()` (the default) | 5.449 4.527 | 0.304 0.403 | 3.4 14.0 |" in out
     assert "| Keras' `glorot_uniform` (true fans) | 5.588 4.762 | 0.271 0.345 | 3.2 7.3 |" in out
     assert "The first 2 epochs of the Multi30k `transformer` run (en-de" in out
-    assert "`python scripts/ablate_attention_init.py` (`benchmarks/attention_init.json`)" in out
+    assert "`python scripts/ablations/ablate_attention_init.py` (`benchmarks/attention_init.json`)" in out
 
 
 def test_what_a_length_bucket_costs_is_worked_out_from_the_sweep():

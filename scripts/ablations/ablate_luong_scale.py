@@ -9,8 +9,8 @@ is not used), and how peaked its attention is on those sentences: the mean of
 the largest weight of each output token, and the share of output tokens whose
 largest weight falls on `[START]`.
 
-    python scripts/ablate_luong_scale.py --json benchmarks/luong_scale.json
-    python scripts/ablate_luong_scale.py --runs luong_scaled --max-train-examples 2000 \
+    python scripts/ablations/ablate_luong_scale.py --json benchmarks/luong_scale.json
+    python scripts/ablations/ablate_luong_scale.py --runs luong_scaled --max-train-examples 2000 \
         --max-valid-examples 100 --epochs 1  # a quick look
 """
 
@@ -87,7 +87,7 @@ def main(argv=None):
     print(f"device: {device}", flush=True)
     valid = data.load_multi30k("en", "de", "val", args.data_dir)
     valid_pairs = [(s.decode(), t.decode()) for s, t in valid.as_numpy_iterator()][: args.max_valid_examples]
-    command = "python scripts/ablate_luong_scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python scripts/ablations/ablate_luong_scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
     runs = []
     for name in args.runs:
         runs.append(run(name, args, valid_pairs))

@@ -12,8 +12,8 @@ validation loss, token accuracy and greedy BLEU on 200 validation
 sentences (the recipe's own report; the test set is not read but for the
 recipe's closing smoke of 10 sentences, not recorded here).
 
-    python scripts/ablate_attention_init.py --json benchmarks/attention_init.json
-    python scripts/ablate_attention_init.py --epochs 1 --inits glorot_uniform   # a quick look
+    python scripts/ablations/ablate_attention_init.py --json benchmarks/attention_init.json
+    python scripts/ablations/ablate_attention_init.py --epochs 1 --inits glorot_uniform   # a quick look
 """
 
 import argparse
@@ -24,7 +24,7 @@ import time
 
 from keras_attention.training.recipe import TrainConfig, train
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/
 from timing import device, write_json  # noqa: E402
 from train_multi30k import COMMON, CONFIGS  # noqa: E402
 

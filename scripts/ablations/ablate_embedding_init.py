@@ -9,8 +9,8 @@ test dates. Under Keras' default every signal starts tiny, and Luong's
 bilinear score h_t^T W_a hbar_s, a product of two tiny vectors, starts flat
 and learns slowly; Bahdanau's additive score is linear in each.
 
-    python scripts/ablate_embedding_init.py --json benchmarks/embedding_init.json
-    python scripts/ablate_embedding_init.py --models luong --seeds 0 --epochs 1   # a quick look
+    python scripts/ablations/ablate_embedding_init.py --json benchmarks/embedding_init.json
+    python scripts/ablations/ablate_embedding_init.py --models luong --seeds 0 --epochs 1   # a quick look
 """
 
 import argparse
@@ -63,7 +63,8 @@ def main(argv=None):
     device = tf.config.list_logical_devices()[-1].name
     print(f"device: {device}", flush=True)
     test_pairs = [(s.decode(), t.decode()) for s, t in data.load_dates(400, "test").as_numpy_iterator()]
-    command = "python scripts/ablate_embedding_init.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python scripts/ablations/ablate_embedding_init.py " + " ".join(
+        argv if argv is not None else sys.argv[1:])
     runs = []
     for model in args.models:
         for seed in args.seeds:
