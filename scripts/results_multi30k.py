@@ -52,7 +52,7 @@ def scoring_changes(model, results):
                         "chosen on validation from " + ", ".join(map(str, counts))))
     penalties = train_multi30k.LENGTH_PENALTIES.get(model)
     if penalties and "length_penalty_selection" not in results:
-        changes.append(("length_penalty", train_multi30k.BEAM["length_penalty"],
+        changes.append(("length_penalty", train_multi30k.BEAM.length_penalty,
                         "chosen on validation from " + ", ".join(f"{p:g}" for p in penalties)))
     return changes
 
@@ -113,7 +113,7 @@ def multi30k():
                      f"| {r.get('commit') or 'not recorded'}{' (*)' if r.get('note') else ''}"
                      f"{' (†)' if changes else ''} |")
     lines += ["", "BLEU is sacreBLEU on test_2016_flickr, cased 13a / lower-cased (a model trained lower-cased has "
-              f"only the second); beam 4 with the GNMT length penalty {train_multi30k.BEAM['length_penalty']}"
+              f"only the second); beam 4 with the GNMT length penalty {train_multi30k.BEAM.length_penalty}"
               f"{' unless said below' if any('length_penalty_selection' in r for *_, r in runs) else ''}. Each row is "
               "`python scripts/train_multi30k.py --models RECIPE --directions SRC-TGT` "
               "(its JSON in `benchmarks/multi30k/`), trained on a shared 2-core CPU machine; the rows ran on "

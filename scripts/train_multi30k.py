@@ -31,6 +31,7 @@ from results_common import bleu, moses_bleu_cell, training_time  # this folder: 
 from timing import commit
 
 from keras_attention.data import load_multi30k
+from keras_attention.decoding import DecodingOptions
 from keras_attention.decoding.translator import Translator
 from keras_attention.training.averaging import average_translator
 from keras_attention.training.evaluation import evaluate_bleu, moses_bleu
@@ -67,7 +68,7 @@ VALIDATION_SPLIT = "val"
 # greedily on the validation set, and the best (fewest on a tie) is the one scored on the test set.
 # The others average every checkpoint they keep (the last 5).
 AVERAGE_COUNTS = {"transformer-tiny": (5, 10, 15, 20, 25, 30)}
-BEAM = dict(method="beam", beam_size=4, length_penalty=0.6)
+BEAM = DecodingOptions(method="beam")  # 4 hypotheses, GNMT length penalty 0.6
 # Recipes that choose beam search's length penalty (GNMT's alpha) on the validation set, with their final
 # model: its translations run shorter than the references, and a larger penalty lengthens them.
 LENGTH_PENALTIES = {"transformer-tiny": (0.6, 1.0, 1.5, 2.0, 3.0)}
@@ -146,7 +147,7 @@ def score_more(folder, results, source, target, limit=None, counts=None, penalti
             final, penalties, _pairs(source, target, VALIDATION_SPLIT, limit), lower)
         for key in ("test_beam4", "test_average_beam4"):  # scored with another penalty, if any
             results.pop(key, None)
-    beam = dict(BEAM, length_penalty=results.get("length_penalty_selection", {}).get("chosen", BEAM["length_penalty"]))
+    beam = BEAM.replace(length_penalty=results.get("length_penalty_selection", {}).get("chosen", BEAM.length_penalty))
     # Each translator folder is loaded (and its decoders compiled) once, for all its scores.
     for name, keys in (("translator", ["test_beam4"]), ("translator-average", ["test_average", "test_average_beam4"])):
         missing = [key for key in keys if key in wanted and key not in results]
@@ -154,7 +155,7 @@ def score_more(folder, results, source, target, limit=None, counts=None, penalti
             continue
         translator = Translator.load(os.path.join(folder, name))
         for key in missing:
-            scores = evaluate_bleu(translator, pairs, **(beam if key.endswith("beam4") else {}))
+            scores = evaluate_bleu(translator, pairs, beam if key.endswith("beam4") else None)
             results[key] = {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")}
             # fairseq's way (lower-cased, Moses-tokenized), to compare with its published figures; labelled as such.
             results[key]["bleu_moses_lowercase"] = moses_bleu(scores["hypotheses"], scores["references"], target)
@@ -176,10 +177,10 @@ def choose_length_penalty(translator, penalties, pairs, lower_case):
     key = "bleu_lowercase" if lower_case else "bleu"
     scores = {}
     for alpha in sorted(set(penalties)):
-        scores[alpha] = round(evaluate_bleu(translator, pairs, **dict(BEAM, length_penalty=alpha))[key], 2)
+        scores[alpha] = round(evaluate_bleu(translator, pairs, BEAM.replace(length_penalty=alpha))[key], 2)
         print(f"length penalty {alpha:g} on {VALIDATION_SPLIT}: BLEU {scores[alpha]:.2f} ({key}, "
-              f"beam {BEAM['beam_size']})")
-    return _selection(scores, f"beam {BEAM['beam_size']}", lower_case)
+              f"beam {BEAM.beam_size})")
+    return _selection(scores, f"beam {BEAM.beam_size}", lower_case)
 
 
 def _selection(scores, decoding, lower_case):

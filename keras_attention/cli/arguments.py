@@ -7,6 +7,8 @@ from keras_attention.base.options import CTRANSLATE2_QUANTIZATIONS as QUANTIZATI
 from keras_attention.base.options import (BUCKET_METHODS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES, MAX_BUCKETS,
                                           MODEL_KINDS, PAIRS_PER_BUCKET, PRESET_NAMES, XLA_MIN_PAIRS)
 from keras_attention.base.options import argument_type as checked
+from keras_attention.cli.decoding_flags import add_decoding_options
+from keras_attention.decoding.options import EXPORT_DEFAULTS, SEARCH_METHODS
 
 DEFAULT_SOURCE, DEFAULT_TARGET = "en", "de"
 
@@ -249,8 +251,8 @@ def _add_explain_command(commands):
                          "keras-attention explain runs/en-de -o attention.html < sentences.txt"))
     _add_translator_and_sentences(explain)
     explain.add_argument("-o", "--output", required=True, metavar="FILE.html", help="the page to write")
-    explain.add_argument("--method", default="greedy", choices=("greedy", "beam"))
-    explain.add_argument("--beam-size", type=checked("beam_size"), default=4)
+    add_decoding_options(explain.add_argument_group("decoding"), ("method", "beam_size", "length_penalty"),
+                         methods=SEARCH_METHODS)
 
 
 def _add_demo_command(commands):
@@ -288,11 +290,9 @@ def _add_export_command(commands):
                              "CTranslate2: the model folder")
     export.add_argument("-o", "--output", dest="output_flag", metavar="OUTPUT_DIR", help="the same as OUTPUT_DIR")
     export.add_argument("--format", default="savedmodel", choices=("savedmodel", "ctranslate2"))
-    export.add_argument("--method", default="beam", choices=("greedy", "beam"), help="SavedModel only")
-    export.add_argument("--beam-size", type=checked("beam_size"), default=4, help="SavedModel only")
-    export.add_argument("--length-penalty", type=checked("length_penalty"), default=0.6, help="SavedModel only")
-    export.add_argument("--max-length", type=checked("max_length"),
-                        help="SavedModel only: most output tokens (default: the translator's)")
+    add_decoding_options(export.add_argument_group("decoding"),
+                         ("method", "beam_size", "length_penalty", "max_length"),
+                         defaults=EXPORT_DEFAULTS, methods=SEARCH_METHODS, note="SavedModel only: ")
     export.add_argument("--jit-compile", action="store_true",
                         help="SavedModel only: decode with XLA (TF Serving on a CPU then needs "
                              "--xla_cpu_compilation_enabled=true)")
@@ -312,13 +312,7 @@ def _add_xla_cache_flags(group):
 
 def _add_decoding_flags(parser):
     group = parser.add_argument_group("decoding")
-    group.add_argument("--method", default="greedy", choices=("greedy", "beam", "sample"))
-    group.add_argument("--beam-size", type=checked("beam_size"), default=4)
-    group.add_argument("--length-penalty", type=checked("length_penalty"), default=0.6)
-    group.add_argument("--temperature", type=checked("temperature"), default=1.0)
-    group.add_argument("--top-k", type=checked("top_k"))
-    group.add_argument("--top-p", type=checked("top_p"))
-    group.add_argument("--seed", type=int)
+    add_decoding_options(group, ("method", "beam_size", "length_penalty", "temperature", "top_k", "top_p", "seed"))
     group.add_argument("--engine", default="keras", choices=("keras", "ctranslate2"),
                        help="keras: our decoder on a translator folder; ctranslate2: a folder written by "
                             "export --format ctranslate2 (greedy, beam or sample; length penalty as "
@@ -329,14 +323,6 @@ def _add_decoding_flags(parser):
     _add_xla_cache_flags(group)
     group.add_argument("--compute-type", default="default",
                        help="ctranslate2 engine: CTranslate2's compute type (default, int8, float16, ...)")
-
-
-def decoding_options(args):
-    if args.method == "beam":
-        return {"beam_size": args.beam_size, "length_penalty": args.length_penalty}
-    if args.method == "sample":
-        return {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
-    return {}
 
 
 def config_from_args(args):

@@ -14,11 +14,12 @@ from keras_attention.cli.arguments import (
     DEFAULT_TARGET,
     config_from_args,
     data_config,
-    decoding_options,
     parse_command_line,
     prepare_config,
 )
 from keras_attention.cli.ctrl_c import resend_dropped_ctrl_c
+from keras_attention.cli.decoding_flags import options_from_args
+from keras_attention.decoding.options import EXPORT_DEFAULTS
 from keras_attention.cli.reporting import print_summary
 
 
@@ -169,7 +170,7 @@ def _explain(args):
 
     check_page_path(args.output)  # before any work
     translator = _load_translator(args)
-    _write_page(translator, _sentences(args), args.output, args.method, args.beam_size)
+    _write_page(translator, _sentences(args), args.output, options_from_args(args))
     return 0
 
 
@@ -183,8 +184,7 @@ def _evaluate(args):
     pairs = dict(zip(("train", "valid", "test"), splits))[args.split]
     if pairs is None:
         raise ValueError(f"No {args.split} split for this data set. Received: --split {args.split}")
-    scores = evaluate_bleu(translator, pairs, method=args.method, max_examples=args.max_examples,
-                           **decoding_options(args))
+    scores = evaluate_bleu(translator, pairs, options_from_args(args), max_examples=args.max_examples)
     print(f"{description}, {args.split}: BLEU {scores['bleu']:.2f} (cased, 13a), "
           f"{scores['bleu_lowercase']:.2f} (lower-cased), chrF {scores['chrf']:.2f}, "
           f"{scores['num_sentences']} sentences")
@@ -196,12 +196,12 @@ def _translate(args):
         from keras_attention.explain import check_page_path
 
         check_page_path(args.html)  # before any work
-        if args.method == "sample":
-            raise ValueError("--html shows greedy or beam decoding. Received: --method sample")
+    options = options_from_args(args)
+    if args.html and options.method == "sample":
+        raise ValueError("--html shows greedy or beam decoding. Received: --method sample")
     translator = _load_translator(args)
     sentences = _sentences(args)
-    result = translator.translate(sentences, method=args.method,
-                                  return_attention=bool(args.plot_attention), **decoding_options(args))
+    result = translator.translate(sentences, options, return_attention=bool(args.plot_attention))
     for text in result.texts:
         print(text)
     if args.plot_attention and result.texts:
@@ -213,11 +213,11 @@ def _translate(args):
                        path=args.plot_attention)
         print(f"attention map: {args.plot_attention}", file=sys.stderr)
     if args.html:
-        _write_page(translator, [s for s in sentences if s.strip()], args.html, args.method, args.beam_size)
+        _write_page(translator, [s for s in sentences if s.strip()], args.html, options)
     return 0
 
 
-def _write_page(translator, sentences, path, method, beam_size):
+def _write_page(translator, sentences, path, options):
     """The attention explorer page of `sentences` (a truncation is a warning and a note on the page)."""
     import warnings
 
@@ -225,7 +225,7 @@ def _write_page(translator, sentences, path, method, beam_size):
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        page = explain(translator, sentences, method=method, beam_size=beam_size)
+        page = explain(translator, sentences, options)
     for warning in caught:
         print(f"warning: {warning.message}", file=sys.stderr)
     page.save(path)
@@ -304,10 +304,9 @@ def _export(args):
     from keras_attention.serving import export
 
     translator = Translator.load(args.translator)
-    path = export(translator, output_dir, method=args.method, beam_size=args.beam_size,
-                  length_penalty=args.length_penalty, max_length=args.max_length, version=args.version,
-                  jit_compile=args.jit_compile)
+    options = options_from_args(args, EXPORT_DEFAULTS)
+    path = export(translator, output_dir, options, version=args.version, jit_compile=args.jit_compile)
     xla = ", compiled with XLA" if args.jit_compile else ""
-    print(f"exported: {path} (signatures serving_default and translate_ids, {args.method} decoding{xla})")
+    print(f"exported: {path} (signatures serving_default and translate_ids, {options.method} decoding{xla})")
     return 0
 

@@ -3,8 +3,8 @@
 import tensorflow as tf
 from keras import ops
 
-from keras_attention.base.options import check_option
 from keras_attention.decoding.common import NEG_INF, check_common_arguments, decode_single_path
+from keras_attention.decoding.options import DEFAULTS, DecodingOptions
 
 
 def top_k_filter(logits, k):
@@ -34,10 +34,10 @@ def sample(
     start_id,
     end_id,
     max_length,
-    temperature=1.0,
-    top_k=None,
-    top_p=None,
-    seed=None,
+    temperature=DEFAULTS.temperature,
+    top_k=DEFAULTS.top_k,
+    top_p=DEFAULTS.top_p,
+    seed=DEFAULTS.seed,
     return_attention=False,
 ):
     """Translate a batch by drawing each next token at random.
@@ -82,11 +82,7 @@ def sample(
     (1, 6)
     """
     source_ids = check_common_arguments(model, source_ids, start_id, end_id, max_length)
-    check_option("temperature", temperature)
-    check_option("top_k", top_k)
-    check_option("top_p", top_p)
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ValueError(f"`seed` must be an int or None. Received: seed={seed!r}")
+    DecodingOptions(method="sample", temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)  # checks them
 
     if seed is None:  # a new seed at every run, also inside a traced graph
         base_seed = tf.random.uniform((), maxval=2**31 - 1, dtype=tf.int32)

@@ -13,15 +13,15 @@ import tensorflow as tf
 from keras_attention import __version__
 from keras_attention.base.files import read_translator_config, replaced_atomically, translator_folder, write_json
 from keras_attention.base.tensorflow_only import require_tensorflow
-from keras_attention.base.validation import check_choice, check_positive_int
+from keras_attention.base.validation import check_positive_int
 from keras_attention.data.tokenizers import SubwordTokenizer
-from keras_attention.decoding.beam_search import beam_search
+from keras_attention.decoding.beam import beam_search
 from keras_attention.decoding.greedy import greedy_decode
+from keras_attention.decoding.options import DEFAULTS, METHODS, decoding_options  # noqa: F401 (METHODS: 0.3's home)
 from keras_attention.decoding.sampling import sample
 # Registers the model classes, so `Translator.load` can rebuild them in a fresh process.
 from keras_attention import models  # noqa: F401
 
-METHODS = ("greedy", "beam", "sample")
 # With `jit_compile=True`, sources are padded to a multiple of this many tokens,
 # so that XLA compiles one program per batch size and length bucket, not one
 # per source length.
@@ -124,48 +124,59 @@ class Translator(tf.Module):
         ids = tf.concat([start, tf.cast(pieces, tf.int32), end], axis=1)  # ragged (B, None)
         return ids.to_tensor(default_value=tok.pad_id), lengths
 
-    def decode_ids(self, source_ids, method="greedy", beam_size=4, length_penalty=0.6,
-                   temperature=1.0, top_k=None, top_p=None, seed=None, return_attention=False):
+    def decode_ids(self, source_ids, options=None, return_attention=False, **settings):
         """Source ids `(B, S)` -> the decoding result (tokens, scores, attention).
 
-        With `jit_compile`, greedy and beam decoding run in XLA-compiled
-        chunks of steps that leave finished sentences behind
-        (`decoding.chunks`), on the source padded to a multiple of
-        `XLA_LENGTH_MULTIPLE` tokens (padding is masked, so the translations
-        are the same); attention comes back over the `S` given positions.
+        `options` and `settings` as in `translate`. With `jit_compile`,
+        greedy and beam decoding run in XLA-compiled chunks of steps that
+        leave finished sentences behind (`decoding.chunks`), on the source
+        padded to a multiple of `XLA_LENGTH_MULTIPLE` tokens (padding is
+        masked, so the translations are the same); attention comes back over
+        the `S` given positions.
         """
-        options = dict(beam_size=beam_size, length_penalty=length_penalty) if method == "beam" else {}
-        if method == "sample":
-            options = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-        if not self.jit_compile or method == "sample":
-            return self._decode(source_ids, method, return_attention, **options)
+        options = self.resolve_options(options, **settings)
+        if not self.jit_compile or options.method == "sample":
+            return self._decode(source_ids, options, return_attention)
         length = tf.shape(source_ids)[1]
         padding = -length % XLA_LENGTH_MULTIPLE
         padded = tf.pad(source_ids, [[0, 0], [0, padding]], constant_values=self.source_tokenizer.pad_id)
-        result = self._decoder(method, return_attention, options, xla=True)(padded)
+        result = self._decoder(options, return_attention, xla=True)(padded)
         if return_attention:  # (B, L, S + padding) -> (B, L, S)
             result = result._replace(attention=result.attention[..., :length])
         return result
 
-    def _decode(self, source_ids, method, return_attention, chunked=False, **options):
-        """`decode_ids` without XLA: the decoding function of `method` (with
-        `chunked`, greedy and beam search run in XLA-compiled chunks)."""
+    def resolve_options(self, options=None, defaults=DEFAULTS, **settings):
+        """The `DecodingOptions` these arguments ask for (`decoding_options`), with
+        `max_length` filled in (the translator's `max_target_length`) and
+        refused above the model's maximum length."""
+        options = decoding_options(options, defaults, **settings)
+        if options.max_length is None:
+            return options.replace(max_length=self.max_target_length)
+        model_max = getattr(self.model, "max_length", None)
+        if model_max is not None and options.max_length > model_max:
+            raise ValueError(f"`max_length` exceeds the model's maximum length {model_max}. "
+                             f"Received: max_length={options.max_length}")
+        return options
+
+    def _decode(self, source_ids, options, return_attention, chunked=False):
+        """`decode_ids` without XLA: the decoding function of `options.method`
+        (with `chunked`, greedy and beam search run in XLA-compiled chunks)."""
         common = dict(
             start_id=self.target_tokenizer.start_id,
             end_id=self.target_tokenizer.end_id,
-            max_length=self.max_target_length,
+            max_length=options.max_length,
             return_attention=return_attention,
         )
-        if method == "greedy":
+        if options.method == "greedy":
             return greedy_decode(self.model, source_ids, chunked=chunked, **common)
-        if method == "beam":
+        if options.method == "beam":
             return beam_search(  # only the best is kept: stop once it is settled
-                self.model, source_ids, complete_beam=False, chunked=chunked, **options, **common
+                self.model, source_ids, complete_beam=False, chunked=chunked, **options.settings(), **common
             ).best()
         common.pop("return_attention")
-        return sample(self.model, source_ids, **options, **common)
+        return sample(self.model, source_ids, **options.settings(), **common)
 
-    def _decoder(self, method, return_attention, options, xla=False):
+    def _decoder(self, options, return_attention, xla=False):
         """A `tf.function` of source ids `(B, S)` of any batch size and length,
         one per decoding setting: `decode_ids` (which, with `jit_compile`,
         calls the XLA one), or with `xla=True` `_decode` in XLA-compiled chunks.
@@ -174,7 +185,8 @@ class Translator(tf.Module):
         Python; traced once, a sentence decodes as fast as in the exported
         SavedModel (scripts/benchmark_inference.py measures both).
         """
-        key = (method, bool(return_attention), tuple(sorted(options.items())), xla)
+        options = self.resolve_options(options).used()
+        key = (options, bool(return_attention), xla)
         decoders = self.__dict__.setdefault("_decoders", {})  # not a tracked attribute of the tf.Module
         if key not in decoders:
             # A partial, not a lambda: TensorFlow counts traces per code object, so
@@ -182,34 +194,36 @@ class Translator(tf.Module):
             # as a function "retracing" too often.
             function = functools.partial(self._decode, chunked=True) if xla else self.decode_ids
             decoders[key] = tf.function(
-                functools.partial(function, method=method, return_attention=return_attention, **options),
+                functools.partial(function, options=options, return_attention=return_attention),
                 input_signature=[tf.TensorSpec([None, None], tf.int32)],
             )
         return decoders[key]
 
     # Python API ---------------------------------------------------------------
 
-    def translate(self, sentences, method="greedy", return_attention=False, **options):
+    def translate(self, sentences, options=None, return_attention=False, **settings):
         """Translate a list of sentences.
 
         Args:
             sentences: list of str (or a single str).
-            method: "greedy", "beam" or "sample". Defaults to "greedy".
+            options: a `DecodingOptions`, or a method name (`"greedy"`,
+                `"beam"`, `"sample"`) for the default options of that method.
+                Defaults to None (`DecodingOptions()`: greedy).
             return_attention: bool. Also return attention maps and tokens.
-            **options: `beam_size`, `length_penalty` (beam); `temperature`,
-                `top_k`, `top_p`, `seed` (sample).
+            **settings: fields of `DecodingOptions` that replace those of
+                `options` (`method="beam", beam_size=8`).
 
         Returns:
             A `Translation`. An empty or whitespace-only sentence translates
             to "" (no tokens, score 0), without running the model.
         """
-        check_choice("method", method, METHODS)
+        options = self.resolve_options(options, **settings)
         if isinstance(sentences, str):
             sentences = [sentences]
         sentences = [s if isinstance(s, str) else bytes(s).decode("utf-8", "replace") for s in sentences]
         filled = [i for i, s in enumerate(sentences) if s.strip()]
         if len(filled) < len(sentences):
-            translation = self.translate([sentences[i] for i in filled], method, return_attention, **options)
+            translation = self.translate([sentences[i] for i in filled], options, return_attention)
             return with_blanks(translation, filled, len(sentences))
         if not sentences:
             return Translation([], np.zeros((0, 0), "int32"), np.zeros((0,), "float32"),
@@ -219,10 +233,10 @@ class Translator(tf.Module):
         ids, lengths = self.source_ids(sentences)
         truncated = int(np.sum(lengths.numpy() > self.max_source_length))
         warn_truncated(truncated, len(sentences), self.max_source_length)
-        if method == "sample":  # eager, so that `seed` gives the same draws as it always has
-            result = self.decode_ids(ids, method=method, return_attention=return_attention, **options)
+        if options.method == "sample":  # eager, so that `seed` gives the same draws as it always has
+            result = self.decode_ids(ids, options, return_attention)
         else:
-            result = self._decoder(method, return_attention, options)(ids)
+            result = self._decoder(options, return_attention)(ids)
         tokens = np.asarray(result.tokens)
         texts = [t.decode("utf-8") for t in self.target_tokenizer.detokenize(tokens).numpy()]
         translation = Translation(texts, tokens, np.asarray(result.scores), truncated=truncated)
@@ -232,9 +246,9 @@ class Translator(tf.Module):
             translation.target_tokens = _pieces(self.target_tokenizer, tokens)
         return translation
 
-    def __call__(self, sentences, method="greedy", **options):
+    def __call__(self, sentences, options=None, **settings):
         """`translate(...).texts`: a list of translated strings."""
-        return self.translate(sentences, method=method, **options).texts
+        return self.translate(sentences, options, **settings).texts
 
     # Saving -------------------------------------------------------------------
 

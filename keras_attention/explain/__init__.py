@@ -50,21 +50,22 @@ def check_page_path(path):
         raise FileNotFoundError(f"Cannot write {path}: the folder {folder} does not exist.")
 
 
-def explain(translator, sentences, method="greedy", beam_size=4, title="Attention explorer"):
+def explain(translator, sentences, options=None, title="Attention explorer", **settings):
     """Translate `sentences` and collect every attention weight, for a page.
 
     Args:
         translator: a `Translator` of a Transformer or an attention RNN.
         sentences: a str or a list of str, none empty.
-        method: "greedy" or "beam".
-        beam_size: int, for beam search.
+        options: a `decoding.DecodingOptions` of method `"greedy"` or
+            `"beam"`, or a method name. Defaults to None (greedy).
         title: the page's title.
+        **settings: fields of `DecodingOptions` that replace those of `options`.
 
     Returns:
         An `Explanation`. A source longer than the model's maximum is
         truncated, with a warning and a note on the page.
     """
-    found = collect_attention(translator, sentences, method=method, beam_size=beam_size)
+    found = collect_attention(translator, sentences, options, **settings)
     cut = sum(s.truncated for s in found)
     if cut:
         warnings.warn(f"{cut} of {len(found)} sentences are longer than max_source_length="

@@ -13,7 +13,8 @@ import numpy as np
 from keras import ops
 
 from keras_attention.base.validation import check_choice
-from keras_attention.decoding.translator import METHODS, Translator
+from keras_attention.decoding.options import SEARCH_METHODS, decoding_options
+from keras_attention.decoding.translator import Translator
 from keras_attention.models import Seq2SeqRNN, Transformer
 
 KINDS = ("encoder", "decoder", "cross")
@@ -57,14 +58,15 @@ class SentenceAttention:
         return self.weights["cross"].shape[1]
 
 
-def collect_attention(translator, sentences, method="greedy", beam_size=4):
+def collect_attention(translator, sentences, options=None, **settings):
     """Translate `sentences` and gather every attention weight of each.
 
     Args:
         translator: a `Translator` (a Transformer or an attention RNN).
         sentences: a str or a list of str, none empty.
-        method: "greedy" or "beam".
-        beam_size: int, for beam search.
+        options: a `decoding.DecodingOptions` of method `"greedy"` or
+            `"beam"`, or a method name. Defaults to None (greedy).
+        **settings: fields of `DecodingOptions` that replace those of `options`.
 
     Returns:
         A list of `SentenceAttention`, one a sentence.
@@ -82,19 +84,19 @@ def collect_attention(translator, sentences, method="greedy", beam_size=4):
         raise ValueError("This model has no attention to show: it is the fixed-vector RNN (attention=None).")
     if not isinstance(model, (Seq2SeqRNN, Transformer)):
         raise TypeError(f"Only Transformer and Seq2SeqRNN models are supported. Received: {type(model).__name__}")
-    check_choice("method", method, tuple(m for m in METHODS if m != "sample"))
+    options = decoding_options(options, **settings)
+    check_choice("method", options.method, SEARCH_METHODS)
     sentences = [sentences] if isinstance(sentences, str) else list(sentences)
     empty = [i for i, s in enumerate(sentences) if not s.strip()]
     if not sentences or empty:
         raise ValueError(f"Nothing to explain: sentence {empty[0] + 1 if empty else 1} is empty.")
-    return [_collect_one(translator, sentence, method, beam_size) for sentence in sentences]
+    return [_collect_one(translator, sentence, options) for sentence in sentences]
 
 
-def _collect_one(translator, sentence, method, beam_size):
-    options = {"beam_size": beam_size} if method == "beam" else {}
+def _collect_one(translator, sentence, options):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the truncation is reported on the result instead
-        translation = translator.translate([sentence], method=method, return_attention=True, **options)
+        translation = translator.translate([sentence], options, return_attention=True)
     source_ids = translator.source_ids([sentence])[0]  # (1, S)
     target_tokens = translation.target_tokens[0]
     outputs = np.asarray(translation.tokens[0][: len(target_tokens)], "int32")  # (T,)

@@ -8,7 +8,6 @@ and values, projected once from the encoder output.
 
 from keras import ops
 
-from keras_attention.base.validation import check_positive_int
 
 
 class TransformerDecoding:
@@ -64,7 +63,6 @@ class TransformerDecoding:
         table (`reorder_beam_state`) instead of copying every cache, so a
         step's cost does not grow with `max_length` through copies.
         """
-        beam_size = check_positive_int("beam_size", beam_size)
         self._check_decoder_built()
         encoder_output, source_mask = self.encode(source_ids, training=False)
         batch = ops.shape(source_ids)[0]

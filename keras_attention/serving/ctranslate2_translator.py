@@ -15,10 +15,11 @@ up to float rounding.
 
 import numpy as np
 
-from keras_attention.base.validation import check_choice, check_positive_int
+from keras_attention.base.validation import check_positive_int
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.data.vocabulary import PAD
-from keras_attention.decoding.translator import METHODS, Translation, warn_truncated, with_blanks
+from keras_attention.decoding.options import decoding_options
+from keras_attention.decoding.translator import Translation, warn_truncated, with_blanks
 from keras_attention.serving.ctranslate2_export import read_export_metadata, require_ctranslate2
 
 __all__ = ["CTranslate2Translator"]
@@ -75,33 +76,29 @@ class CTranslate2Translator:
         truncated = sum(len(row) > keep for row in pieces)
         return [[p.decode("utf-8") for p in row[:keep]] for row in pieces], truncated
 
-    def translate(self, sentences, method="greedy", beam_size=4, length_penalty=0.6, temperature=1.0,
-                  top_k=None, top_p=None, seed=None, max_batch_size=32, return_attention=False):
+    def translate(self, sentences, options=None, max_batch_size=32, return_attention=False, **settings):
         """Translate a list of sentences.
 
         Args:
             sentences: list of str (or a single str).
-            method: "greedy", "beam" or "sample". Defaults to "greedy".
-            beam_size: int. Hypotheses kept (beam). Defaults to 4.
-            length_penalty: float >= 0. CTranslate2's exponent: the score is
-                divided by `length ** length_penalty` (beam). Defaults to 0.6.
-            temperature: float. Sampling temperature (sample). Defaults to 1.
-            top_k: int or None. Sample from the k most likely tokens (sample).
-            top_p: float or None. Sample from the smallest set of tokens
-                whose probability reaches p (sample).
-            seed: int or None. Seeds CTranslate2's random generator before
-                sampling; unlike our `Translator`, two calls with the same seed
-                need not draw the same tokens (sample).
+            options: a `decoding.DecodingOptions`, or a method name, as
+                `Translator.translate` takes them, with two differences:
+                `length_penalty` is CTranslate2's exponent (the score is
+                divided by `length ** length_penalty`), and `seed` seeds
+                CTranslate2's random generator before sampling, so two calls
+                with the same seed need not draw the same tokens. Defaults
+                to None (greedy).
             max_batch_size: int. Sentences CTranslate2 decodes together.
                 Defaults to 32.
             return_attention: must be False: attention maps come from
                 `Translator` (our decoder).
+            **settings: fields of `DecodingOptions` that replace those of `options`.
 
         Returns:
             A `Translation` (no attention). An empty or whitespace-only
             sentence translates to "" without running the model.
         """
-        check_choice("method", method, METHODS)
+        options = decoding_options(options, **settings)
         if return_attention:
             raise ValueError("CTranslate2Translator does not return attention maps; use `Translator` "
                              "(--engine keras). Received: return_attention=True")
@@ -111,16 +108,14 @@ class CTranslate2Translator:
         sentences = [s if isinstance(s, str) else bytes(s).decode("utf-8", "replace") for s in sentences]
         filled = [i for i, s in enumerate(sentences) if s.strip()]
         if len(filled) < len(sentences):  # blanks translate to "" without running the model
-            translation = self.translate([sentences[i] for i in filled], method, beam_size, length_penalty,
-                                         temperature, top_k, top_p, seed, max_batch_size)
+            translation = self.translate([sentences[i] for i in filled], options, max_batch_size)
             return with_blanks(translation, filled, len(sentences))
         if not sentences:
             return Translation([], np.zeros((0, 0), "int32"), np.zeros((0,), "float32"))
         source, truncated = self.source_tokens(sentences)
         warn_truncated(truncated, len(sentences), self.max_source_length)
-        options = self._options(method, beam_size, length_penalty, temperature, top_k, top_p, seed)
         results = self.engine.translate_batch(source, max_batch_size=max_batch_size, return_scores=True,
-                                              return_end_token=True, **options)
+                                              return_end_token=True, **self._engine_options(options))
         pieces = [result.hypotheses[0] for result in results]
         width = max(1, max(len(row) for row in pieces))
         padded = np.array([row + [PAD] * (width - len(row)) for row in pieces], dtype=object)  # (B, L) strings
@@ -129,19 +124,20 @@ class CTranslate2Translator:
         scores = np.array([result.scores[0] for result in results], "float32")
         return Translation(texts, ids, scores, truncated=truncated)
 
-    def __call__(self, sentences, method="greedy", **options):
+    def __call__(self, sentences, options=None, **settings):
         """`translate(...).texts`: a list of translated strings."""
-        return self.translate(sentences, method=method, **options).texts
+        return self.translate(sentences, options, **settings).texts
 
-    def _options(self, method, beam_size, length_penalty, temperature, top_k, top_p, seed):
+    def _engine_options(self, options):
+        """`options` as `translate_batch`'s arguments."""
         # min_decoding_length=0: like ours, [END] may come first; max counts [END] as ours does.
-        options = dict(max_decoding_length=self.max_target_length, min_decoding_length=0)
-        if method == "greedy":
-            return dict(options, beam_size=1)
-        if method == "beam":
-            return dict(options, beam_size=check_positive_int("beam_size", beam_size),
-                        length_penalty=float(length_penalty))
-        if seed is not None:
-            require_ctranslate2().set_random_seed(int(seed))
-        return dict(options, beam_size=1, sampling_temperature=float(temperature),
-                    sampling_topk=int(top_k or 0), sampling_topp=float(top_p or 1.0))
+        max_length = self.max_target_length if options.max_length is None else options.max_length
+        engine = dict(max_decoding_length=max_length, min_decoding_length=0)
+        if options.method == "greedy":
+            return dict(engine, beam_size=1)
+        if options.method == "beam":
+            return dict(engine, beam_size=options.beam_size, length_penalty=options.length_penalty)
+        if options.seed is not None:
+            require_ctranslate2().set_random_seed(options.seed)
+        return dict(engine, beam_size=1, sampling_temperature=options.temperature,
+                    sampling_topk=options.top_k or 0, sampling_topp=options.top_p or 1.0)

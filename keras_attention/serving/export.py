@@ -30,30 +30,29 @@ import tensorflow as tf
 
 from keras_attention import __version__
 from keras_attention.base.tensorflow_only import require_tensorflow
-from keras_attention.base.validation import check_choice, check_non_negative_float, check_positive_int
+from keras_attention.base.validation import check_choice, check_positive_int
 from keras_attention.data.tokenizers import SubwordTokenizer
+from keras_attention.decoding.options import EXPORT_DEFAULTS, SEARCH_METHODS
 from keras_attention.decoding.translator import Translator
 
 SERVING_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
-EXPORT_METHODS = ("greedy", "beam")
+EXPORT_METHODS = SEARCH_METHODS  # sampling is not exported
 METADATA_FILE = os.path.join("assets.extra", "keras_attention.json")
 
 
-def export(translator, path, method="beam", beam_size=4, length_penalty=0.6, max_length=None,
-           version=None, jit_compile=False):
+def export(translator, path, options=None, version=None, jit_compile=False, **settings):
     """Write `translator` as a SavedModel that TF Serving serves (TensorFlow backend only).
 
     Args:
         translator: a `decoding.Translator` (a trained model and its tokenizers).
         path: str. The model's base folder, as given to TF Serving
             (`--model_base_path`); the SavedModel goes to `path/<version>/`.
-        method: str. `"greedy"` or `"beam"`. Defaults to `"beam"`.
-        beam_size: int. Hypotheses kept per sentence (beam only). Defaults to 4.
-        length_penalty: float >= 0. GNMT's alpha (beam only). Defaults to 0.6.
-        max_length: int or None. Most output tokens, at most the model's
-            maximum length. Defaults to None (the translator's
-            `max_target_length`).
+        options: a `decoding.DecodingOptions` (method `"greedy"` or
+            `"beam"`; its `max_length`, at most the model's maximum, is the
+            most output tokens), or a method name. Defaults to None
+            (`EXPORT_DEFAULTS`: beam search, 4 hypotheses, length penalty 0.6,
+            the translator's `max_target_length`).
         version: int or None. The version folder; it must not exist yet. None
             takes the next number after the versions already in `path` (1 in
             an empty folder). Defaults to None.
@@ -65,30 +64,24 @@ def export(translator, path, method="beam", beam_size=4, length_penalty=0.6, max
             TensorFlow's loader runs it; TF Serving's support for XLA is
             experimental (on a CPU: `--xla_cpu_compilation_enabled=true`,
             tensorflow/serving#1858). Defaults to False.
+        **settings: fields of `DecodingOptions` that replace those of
+            `options` (`method="greedy"`, `beam_size=8`, `max_length=64`).
 
     Returns:
         str, the version folder written (`path/<version>`).
 
     Example:
 
-    >>> export(translator, "/models/translator", method="beam")  # doctest: +SKIP
+    >>> export(translator, "/models/translator", DecodingOptions(method="beam", beam_size=8))  # doctest: +SKIP
     '/models/translator/1'
     """
     require_tensorflow("SavedModel export")
     if not isinstance(translator, Translator):
         raise ValueError(f"`translator` must be a `Translator`. Received: translator={translator!r}")
-    check_choice("method", method, EXPORT_METHODS)
+    options = translator.resolve_options(options, EXPORT_DEFAULTS, **settings)
+    check_choice("method", options.method, EXPORT_METHODS)
     if not isinstance(jit_compile, bool):
         raise ValueError(f"`jit_compile` must be True or False. Received: jit_compile={jit_compile!r}")
-    beam_size = check_positive_int("beam_size", beam_size)
-    length_penalty = check_non_negative_float("length_penalty", length_penalty)
-    max_length = translator.max_target_length if max_length is None else max_length
-    max_length = check_positive_int("max_length", max_length)
-    model_max = getattr(translator.model, "max_length", None)
-    if model_max is not None and max_length > model_max:
-        raise ValueError(
-            f"`max_length` exceeds the model's maximum length {model_max}. Received: max_length={max_length}"
-        )
     path = os.fspath(path)
     version = _version(path, version)
     os.makedirs(path, exist_ok=True)
@@ -105,18 +98,18 @@ def export(translator, path, method="beam", beam_size=4, length_penalty=0.6, max
                 config = {**tokenizer.get_config(), "vocabulary_file": vocabulary_file}
                 tokenizers.append(SubwordTokenizer(**config, name=f"{side}_tokenizer"))
             # The same translator, over tokenizers whose tables are read from the asset files.
-            serving = Translator(translator.model, *tokenizers, translator.max_source_length, max_length,
+            serving = Translator(translator.model, *tokenizers, translator.max_source_length, options.max_length,
                                  jit_compile=jit_compile)
-            decoding = dict(method=method, beam_size=beam_size, length_penalty=length_penalty)
-            module = _serving_module(serving, decoding)
+            module = _serving_module(serving, options)
             signatures = {
                 SERVING_SIGNATURE: module.translate.get_concrete_function(),
                 IDS_SIGNATURE: module.translate_ids.get_concrete_function(),
             }
             tf.saved_model.save(module, staging, signatures=signatures)
         metadata = {
-            **decoding,
-            "max_length": max_length,
+            "method": options.method,
+            **options.settings(),
+            "max_length": options.max_length,
             "max_source_length": serving.max_source_length,
             "jit_compile": jit_compile,
             "signatures": [SERVING_SIGNATURE, IDS_SIGNATURE],
@@ -149,7 +142,7 @@ def _version(path, version):
     return version
 
 
-def _serving_module(translator, decoding):
+def _serving_module(translator, options):
     """A `tf.Module` tracking the weights and the tokenizers' tables (with their
     vocabulary assets), and the two serving functions."""
     module = tf.Module(name="translator")
@@ -165,7 +158,7 @@ def _serving_module(translator, decoding):
     def translate(sentences):
         sentences = _with_rank(sentences, "sentences", "a vector of strings, shape (B,)", 1)
         source_ids, lengths = translator.source_ids(sentences)
-        result = translator.decode_ids(source_ids, **decoding)
+        result = translator.decode_ids(source_ids, options)
         blank = tf.strings.length(tf.strings.strip(sentences)) == 0  # empty in, empty out
         return {
             "translations": tf.where(blank, "", translator.target_tokenizer.detokenize(result.tokens)),
@@ -179,7 +172,7 @@ def _serving_module(translator, decoding):
         ids = tf.where((source_ids < 0) | (source_ids >= tokenizer.vocab_size), tokenizer.unk_id, source_ids)
         pieces = tf.RaggedTensor.from_tensor(ids, padding=tokenizer.pad_id)  # (B, None)
         source_ids = _add_markers(pieces, tokenizer, max_source_length)
-        result = translator.decode_ids(source_ids, **decoding)
+        result = translator.decode_ids(source_ids, options)
         return {
             "tokens": result.tokens,
             "scores": result.scores,

@@ -8,6 +8,7 @@ import keras
 
 from keras_attention.base.files import replaced_atomically
 from keras_attention.base.validation import POSITIVE, check_positive_int, check_range
+from keras_attention.decoding.options import decoding_options
 from keras_attention.training.evaluation import evaluate_bleu
 
 
@@ -24,23 +25,24 @@ class BleuCallback(keras.callbacks.Callback):
         pairs: list of `(source, target)` strings (keep it small: a few
             hundred sentences).
         frequency: int. Epochs between evaluations. Defaults to 1.
-        method: decoding method. Defaults to "greedy".
+        options: a `decoding.DecodingOptions`, or a method name. Defaults to
+            None (greedy).
         verbose: bool. Print the scores and one example. Defaults to True.
     """
 
-    def __init__(self, translator, pairs, frequency=1, method="greedy", verbose=True):
+    def __init__(self, translator, pairs, frequency=1, options=None, verbose=True):
         super().__init__()
         self.translator = translator
         self.pairs = list(pairs)
         self.frequency = frequency
-        self.method = method
+        self.options = decoding_options(options)
         self.verbose = verbose
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is None or (epoch + 1) % self.frequency:
             return
         started = time.perf_counter()
-        scores = evaluate_bleu(self.translator, self.pairs, method=self.method)
+        scores = evaluate_bleu(self.translator, self.pairs, self.options)
         logs["bleu_seconds"] = time.perf_counter() - started
         logs["val_bleu"] = scores["bleu"]
         logs["val_bleu_lowercase"] = scores["bleu_lowercase"]

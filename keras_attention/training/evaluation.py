@@ -5,6 +5,7 @@ import itertools
 import sacrebleu
 
 from keras_attention.base.validation import check_positive_int
+from keras_attention.decoding.options import decoding_options
 
 
 def corpus_scores(hypotheses, references):
@@ -73,22 +74,25 @@ def moses_bleu(hypotheses, references, language):
     return sacrebleu.corpus_bleu([prepare(h) for h in hypotheses], refs, tokenize="none", force=True).score
 
 
-def evaluate_bleu(translator, pairs, method="greedy", batch_size=64, max_examples=None, **options):
+def evaluate_bleu(translator, pairs, options=None, batch_size=64, max_examples=None, **settings):
     """Translate the source side of `pairs` and score it against the target side.
 
     Args:
-        translator: a `Translator`.
+        translator: a `Translator` or a `CTranslate2Translator`.
         pairs: an iterable of `(source, target)` strings, or a `tf.data.Dataset`
             of string scalar pairs (as the data loaders return).
-        method: "greedy", "beam" or "sample". Defaults to "greedy".
+        options: a `decoding.DecodingOptions`, or a method name. Defaults to
+            None (greedy).
         batch_size: int. Sentences translated at once. Defaults to 64.
         max_examples: int or None. Score only the first ones. Defaults to None.
-        **options: decoding options (`beam_size`, `length_penalty`, ...).
+        **settings: fields of `DecodingOptions` that replace those of `options`
+            (`method="beam"`, `beam_size=8`, ...).
 
     Returns:
         dict: `bleu`, `bleu_lowercase`, `chrf`, `num_sentences`, plus
         `hypotheses` and `references` (lists of str).
     """
+    options = decoding_options(options, **settings)
     check_positive_int("batch_size", batch_size)
     if hasattr(pairs, "as_numpy_iterator"):
         pairs = ((s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs.as_numpy_iterator())
@@ -99,7 +103,7 @@ def evaluate_bleu(translator, pairs, method="greedy", batch_size=64, max_example
     references = [t for _, t in pairs]
     hypotheses = []
     for i in range(0, len(sources), batch_size):
-        hypotheses += translator(sources[i : i + batch_size], method=method, **options)
+        hypotheses += translator(sources[i : i + batch_size], options)
     scores = corpus_scores(hypotheses, references)
     scores.update(hypotheses=hypotheses, references=references)
     return scores

@@ -4,12 +4,14 @@ import pytest
 
 from keras_attention.cli import main
 from keras_attention.cli.arguments import parse_command_line
+from keras_attention.cli.decoding_flags import options_from_args
+from keras_attention.decoding import DecodingOptions
 
 
 def test_a_sentence_after_an_option_is_a_sentence():
     args = parse_command_line(["translate", "runs/x", "--beam-size", "8", "A dog runs.", "--method", "beam", "B"])
     assert (args.command, args.translator, args.sentences) == ("translate", "runs/x", ["A dog runs.", "B"])
-    assert (args.beam_size, args.method) == (8, "beam")
+    assert options_from_args(args) == DecodingOptions(method="beam", beam_size=8)
     args = parse_command_line(["explain", "runs/x", "-o", "a.html", "x"])
     assert (args.output, args.sentences) == ("a.html", ["x"])
     args = parse_command_line(["average-checkpoints", "a.h5", "--output", "o.h5", "b.h5"])
@@ -26,7 +28,7 @@ def test_verbose_before_or_after_the_command(argv):
 
 def test_the_old_order_still_parses_and_verbose_is_in_each_help():
     args = parse_command_line(["--verbose", "translate", "--beam-size", "2", "runs/x", "hi"])
-    assert (args.verbose, args.beam_size, args.sentences) == (True, 2, ["hi"])
+    assert (args.verbose, options_from_args(args).beam_size, args.sentences) == (True, 2, ["hi"])
     assert "--verbose" in _commands()["translate"].format_help()
 
 

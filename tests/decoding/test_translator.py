@@ -168,6 +168,25 @@ def test_bad_arguments(tokenizers):
         _translator(tokenizers, max_source_length=0)
 
 
+def test_decoding_options_are_one_object_however_given(tokenizers):
+    from keras_attention.decoding import DecodingOptions
+
+    translator = _translator(tokenizers)
+    beam = DecodingOptions(method="beam", beam_size=3, length_penalty=1.0)
+    by_object = translator.translate(SENTENCES[:2], beam)
+    for same in (translator.translate(SENTENCES[:2], method="beam", beam_size=3, length_penalty=1.0),
+                 translator.translate(SENTENCES[:2], "beam", beam_size=3, length_penalty=1.0)):
+        assert same.texts == by_object.texts and np.array_equal(same.scores, by_object.scores)
+    # A setting the method ignores makes no new decoder (nor a new trace).
+    translator(SENTENCES[:2])
+    translator(SENTENCES[:2], temperature=0.5, beam_size=7)
+    assert len(translator._decoders) == 2  # beam 3, and greedy
+    # max_length: fewer output tokens than the translator's 12, never more than the model's 32.
+    assert translator.translate(SENTENCES[:2], max_length=4).tokens.shape[1] <= 4
+    with pytest.raises(ValueError, match="max_length=40"):
+        translator(SENTENCES[:2], DecodingOptions(max_length=40))
+
+
 def test_several_translators_do_not_warn_of_retracing(tokenizers, caplog):
     # Each Translator traces its decoder once; TensorFlow must not see that as one
     # function retracing (its warning appears after 5 traces of the same code).

@@ -119,7 +119,7 @@ def test_a_run_scored_before_its_recipe_chose_on_validation_is_marked():
     counts = train_multi30k.AVERAGE_COUNTS["transformer-tiny"]
     fixed = {"averaged_checkpoints": ["a", "b", "c"], "average_selection": {"chosen": 3}}
     assert results_multi30k.scoring_changes("transformer-tiny", fixed) == [
-        ("length_penalty", train_multi30k.BEAM["length_penalty"],
+        ("length_penalty", train_multi30k.BEAM.length_penalty,
          "chosen on validation from " + ", ".join(f"{p:g}" for p in penalties))]
     assert results_multi30k.scoring_changes("transformer-tiny", {"averaged_checkpoints": ["a", "b"]})[0] == (
         "checkpoints averaged", "the last 2", "chosen on validation from " + ", ".join(map(str, counts)))

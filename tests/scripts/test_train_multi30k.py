@@ -155,9 +155,10 @@ def test_the_length_penalty_is_chosen_on_the_validation_set_with_the_final_model
 def test_a_tie_on_validation_goes_to_the_smaller_length_penalty(monkeypatch):
     asked = []
 
-    def fake_bleu(translator, pairs, **options):
-        asked.append(options["length_penalty"])
-        return {"bleu": {0.6: 30.0, 1.0: 31.0, 2.0: 31.0}[options["length_penalty"]]}
+    def fake_bleu(translator, pairs, options):
+        assert options.method == "beam" and options.beam_size == 4
+        asked.append(options.length_penalty)
+        return {"bleu": {0.6: 30.0, 1.0: 31.0, 2.0: 31.0}[options.length_penalty]}
 
     monkeypatch.setattr(train_multi30k, "evaluate_bleu", fake_bleu)
     with contextlib.redirect_stdout(io.StringIO()):

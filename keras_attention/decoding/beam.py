@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-from keras_attention.base.validation import check_non_negative_float, check_positive_int
 from keras_attention.decoding.chunks import chunk_rooms, run_in_chunks
 from keras_attention.decoding.common import (
     NEG_INF,
@@ -15,6 +14,7 @@ from keras_attention.decoding.common import (
     run_in_stages,
     write_column,
 )
+from keras_attention.decoding.options import DEFAULTS, DecodingOptions
 
 
 def length_penalty_factor(lengths, alpha):
@@ -43,8 +43,8 @@ def beam_search(
     start_id,
     end_id,
     max_length,
-    beam_size=4,
-    length_penalty=0.6,
+    beam_size=DEFAULTS.beam_size,
+    length_penalty=DEFAULTS.length_penalty,
     return_attention=False,
     complete_beam=True,
     chunked=False,
@@ -120,8 +120,8 @@ def beam_search(
     ((2, 3, 6), (2, 6))
     """
     source_ids = check_common_arguments(model, source_ids, start_id, end_id, max_length)
-    beam = check_positive_int("beam_size", beam_size)
-    alpha = check_non_negative_float("length_penalty", length_penalty)
+    checked = DecodingOptions(method="beam", beam_size=beam_size, length_penalty=length_penalty)
+    beam, alpha = checked.beam_size, checked.length_penalty
     batch, source_length = ops.shape(source_ids)[0], ops.shape(source_ids)[1]
 
     own_layout = hasattr(model, "init_beam_state") and hasattr(model, "reorder_beam_state")
