@@ -77,8 +77,8 @@ def exports(translator_dir, tmp_path_factory):
 
         translator = Translator.load(str(translator_dir))
         paths = {
-            "greedy": export(translator, str(root / "greedy"), method="greedy"),
-            "beam": export(translator, str(root / "beam"), method="beam", beam_size=3, length_penalty=0.6),
+            "greedy": export(translator, str(root / "greedy"), "greedy"),
+            "beam": export(translator, str(root / "beam"), beam_size=3),  # export's defaults: beam, alpha 0.6
         }
         (root / "paths.json").write_text(json.dumps(paths))
 

@@ -140,6 +140,20 @@ def test_vocabularies_are_assets_not_graph_constants(translator, exports):
         assert json.load(f)["method"] == "greedy"
 
 
+def test_the_export_records_the_decoding_options_it_was_given(exports, translator_dir):
+    from keras_attention.decoding.options import EXPORT_DEFAULTS, DecodingOptions, decoding_options
+
+    max_length = json.loads((translator_dir / "translator.json").read_text())["max_target_length"]
+    fields = DecodingOptions.__dataclass_fields__
+    given = {"greedy": EXPORT_DEFAULTS.replace(method="greedy"), "beam": EXPORT_DEFAULTS.replace(beam_size=3)}
+    for name, options in given.items():
+        with open(os.path.join(exports[name], "assets.extra", "keras_attention.json"), encoding="utf-8") as f:
+            metadata = json.load(f)
+        recorded = decoding_options(None, EXPORT_DEFAULTS, **{k: v for k, v in metadata.items() if k in fields})
+        assert recorded.used() == options.replace(max_length=max_length).used()
+    assert metadata["method"] == "beam" and metadata["length_penalty"] == DecodingOptions().length_penalty
+
+
 @pytest.mark.parametrize("method", ["greedy", "beam"])
 def test_hostile_inputs(method, signatures, translator):
     translate, translate_ids, _ = signatures[method]
