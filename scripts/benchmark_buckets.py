@@ -33,7 +33,7 @@ from train_multi30k import COMMON, CONFIGS  # this folder: run as a script
 from keras_attention.base.options import BUCKET_METHODS
 from keras_attention.training import recipe
 from keras_attention.training.config import TrainConfig
-from keras_attention.training.corpus import prepare_data
+from keras_attention.training.corpus import training_data
 
 RECIPE = "transformer-tiny"
 SOURCE, TARGET = "en", "de"
@@ -47,7 +47,7 @@ def build(method, output_dir, quick):
     options = {**COMMON, **CONFIGS[RECIPE], **(QUICK if quick else {"length_buckets": 8}), "bucket_method": method}
     config = TrainConfig(source=SOURCE, target=TARGET, output_dir=output_dir, **options)
     strategy = tf.distribute.get_strategy()
-    prepared = prepare_data(config, strategy)
+    prepared = training_data(config, strategy)
     model = recipe.build_and_compile(config, prepared, strategy)
     real = padded = 0
     widths = set()

@@ -7,7 +7,7 @@ source's (a log-normal ratio of spread 0.15), words drawn from a Zipf-like
 distribution over 30,000 generated word forms per side. One WordPiece
 vocabulary per side (8,000 tokens, from the 0.5M corpus' first 100,000
 lines) is used at every size, and each corpus is prepared once into records
-with `prepare_corpus` (its time is reported too).
+with `write_prepared_corpus` (its time is reported too).
 
 Then, each in a fresh process (so that every peak RSS is its own):
 - raw: `load_parallel_files` (line-count check, cleaning) and
@@ -224,7 +224,7 @@ def prepare_corpora(args, work):
         start = time.perf_counter()
         report = data.CorpusReport()
         train = data.load_parallel_files(*corpus["files"], report=report, max_words=250, max_ratio=9.0)
-        data.prepare_corpus(train, *tokenizers, corpus["prepared"], max_length=256, report=report,
+        data.write_prepared_corpus(train, *tokenizers, corpus["prepared"], max_length=256, report=report,
                             num_pairs=pairs, seed=0)
         corpus["prepare_seconds"] = time.perf_counter() - start
         log(f"{pairs:,} pairs: prepared in {corpus['prepare_seconds']:.0f} s")

@@ -38,7 +38,7 @@ from timing import device, write_json
 from keras_attention.models.cpu_kernels import use_cpu_dropout
 from keras_attention.models import Transformer
 from keras_attention.training import MaskedSparseCrossEntropy
-from keras_attention.training.distribution import PRECISIONS
+from keras_attention.base.options import PRECISIONS
 
 MODELS = {
     "tiny": dict(num_layers=4, d_model=128, num_heads=4, intermediate_dim=256, dropout=0.3, vocab=10000,

@@ -6,6 +6,7 @@ never part of one (`os.replace` within one file system is atomic).
 """
 
 import contextlib
+import dataclasses
 import json
 import os
 
@@ -50,10 +51,35 @@ def write_json(path, value, indent=None):
 TRANSLATOR_KEYS = ("source_tokenizer", "target_tokenizer", "max_source_length", "max_target_length")
 
 
+def _entry(name, doc):
+    """A read-only attribute: `name` inside the run folder."""
+    return property(lambda self: os.path.join(self.root, name), doc=doc)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPaths:
+    """Where `train` writes each part of a run inside its folder `root`.
+
+    Example:
+
+    >>> RunPaths("runs/en-de").translator
+    'runs/en-de/translator'
+    """
+
+    root: str
+    translator = _entry("translator", "The translator folder (`Translator.save`), written at the start and the end.")
+    backup = _entry("backup", "Keras' `BackupAndRestore` folder: what `--resume` continues from.")
+    checkpoints = _entry("checkpoints", "The last epochs' weights (`--keep-checkpoints`), for averaging.")
+    history = _entry("history.csv", "One line of metrics an epoch, over every process of the run.")
+    results = _entry("results.json", "The finished run's scores, timings and configuration.")
+    # What a run writes into its folder; any of them means the folder holds a run.
+    ENTRIES = ("translator", "backup", "checkpoints", "history.csv", "results.json")
+
+
 def translator_folder(path):
     """`path` when it holds a translator, else its `translator/` folder when it has one (a run
     folder written by `keras-attention train`); `path` itself otherwise, for the error to name."""
-    inner = os.path.join(path, "translator")
+    inner = RunPaths(path).translator
     if not os.path.exists(os.path.join(path, "translator.json")) and os.path.isdir(inner):
         return inner
     return path

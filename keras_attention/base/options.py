@@ -24,6 +24,16 @@ from keras_attention.base.validation import (
 # are in `models.transformer.PRESETS` and `models.seq2seq_rnn.RNN_PRESETS`).
 MODEL_KINDS = ("transformer", "bahdanau", "luong", "rnn")
 PRESET_NAMES = ("tiny", "small", "base", "big")
+# Pairs per TFRecord shard of a prepared corpus, about (`data.write_prepared_corpus`, `prepare --shard-size`).
+SHARD_SIZE = 200_000
+# The corpora `train`, `prepare` and `evaluate` read (`TrainConfig.dataset`, `--dataset`).
+DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
+# The user's own corpora: cleaned by default (word limits as Moses' clean-corpus-n).
+USER_FILES = ("files", "tsv", "wmt14")
+# How a run spreads over devices (`training.get_strategy`, `TrainConfig.strategy`, `train --strategy`).
+STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
+# Keras dtype policies a run may train under (`TrainConfig.precision`, `train --precision`).
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # The weight types CTranslate2's converter accepts (`export_ctranslate2(quantization=...)`).
 CTRANSLATE2_QUANTIZATIONS = (
     "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32"

@@ -1,18 +1,22 @@
-"""The `keras-attention` command line: its flags, and the `TrainConfig` they describe."""
+"""The `keras-attention` command line: its commands and flags (`configs` turns them into a `TrainConfig`)."""
 
 import argparse
 
 from keras_attention import DATA_ENV_VAR, __version__
 from keras_attention.base.options import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
-from keras_attention.base.options import (BUCKET_METHODS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES, MAX_BUCKETS,
-                                          MODEL_KINDS, PAIRS_PER_BUCKET, PRESET_NAMES, XLA_MIN_PAIRS)
+from keras_attention.base.options import (BUCKET_METHODS, DATASETS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES, MAX_BUCKETS,
+                                          MODEL_KINDS, PAIRS_PER_BUCKET, PRECISIONS, PRESET_NAMES, SHARD_SIZE,
+                                          STRATEGIES, XLA_MIN_PAIRS)
 from keras_attention.base.options import argument_type as checked
 from keras_attention.cli.decoding_flags import add_decoding_options
 from keras_attention.decoding.options import EXPORT_DEFAULTS, SEARCH_METHODS
+from keras_attention.training.config import TrainConfig
 
-DEFAULT_SOURCE, DEFAULT_TARGET = "en", "de"
+# The defaults of `train` and `prepare`'s flags: TrainConfig's own (a flag left out leaves its field as the
+# Python API has it).
+TRAIN = TrainConfig()
+DEFAULT_SOURCE, DEFAULT_TARGET = TRAIN.source, TRAIN.target
 
-DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
 
 # `train` flags that replace a size of the Transformer preset (`models.Transformer` arguments), with their help.
 TRANSFORMER_SIZES = {
@@ -28,14 +32,14 @@ def _add_data_flags(parser):
     group = parser.add_argument_group("data")
     group.add_argument("--dataset", choices=DATASETS,
                        help="default: prepared when --data-dir holds a prepared corpus, else multi30k")
-    group.add_argument("--source", help="source language (default: en; evaluate: the translator's)")
-    group.add_argument("--target", help="target language (default: de; evaluate: the translator's)")
+    group.add_argument("--source", help=f"source language (default: {TRAIN.source}; evaluate: the translator's)")
+    group.add_argument("--target", help=f"target language (default: {TRAIN.target}; evaluate: the translator's)")
     group.add_argument("--data-dir", help=f"corpus folder: Multi30k (default: ${DATA_ENV_VAR}, then the "
                        "Keras cache), WMT14 files or TFDS data, or a folder made by `prepare`")
     group.add_argument("--train-files", nargs="+",
                        help="files: SOURCE TARGET (paths or quoted glob patterns of shards); tsv: FILE")
-    group.add_argument("--valid-files", nargs="+")
-    group.add_argument("--test-files", nargs="+")
+    group.add_argument("--valid-files", nargs="+", help="files, tsv: the validation split, as --train-files")
+    group.add_argument("--test-files", nargs="+", help="files, tsv: the test split, as --train-files")
     group.add_argument("--tfds-name", help="a TFDS translation data set, e.g. wmt14_translate/de-en")
 
 
@@ -46,44 +50,55 @@ def _add_corpus_flags(parser):
                             "with its file and line, instead of skipping and counting it")
     group.add_argument("--no-clean", action="store_true",
                        help="keep pairs over --max-words or --max-ratio (cleaning is on for your own files)")
-    group.add_argument("--max-words", type=checked("max_words"), default=250,
-                       help="skip pairs with more words a side (default: 250)")
-    group.add_argument("--max-ratio", type=checked("max_ratio"), default=9.0,
-                       help="skip pairs whose word counts differ more than this factor (default: 9)")
-    group.add_argument("--vocab-size", type=checked("vocab_size"), default=8000)
-    group.add_argument("--lower-case", action="store_true")
+    group.add_argument("--max-words", type=checked("max_words"), default=TRAIN.max_words,
+                       help=f"skip pairs with more words a side (default: {TRAIN.max_words})")
+    group.add_argument("--max-ratio", type=checked("max_ratio"), default=TRAIN.max_ratio,
+                       help=f"skip pairs whose word counts differ more than this factor (default: {TRAIN.max_ratio:g})")
+    group.add_argument("--vocab-size", type=checked("vocab_size"), default=TRAIN.vocab_size,
+                       help="subword pieces of each vocabulary, the reserved tokens included")
+    group.add_argument("--lower-case", action="store_true", help="lower-case the text before the vocabulary")
     group.add_argument("--joint-vocabulary", action="store_true", help="one vocabulary for both languages")
-    group.add_argument("--vocab-sample", type=checked("vocab_sample"), default=1_000_000, metavar="N",
+    group.add_argument("--vocab-sample", type=checked("vocab_sample"), default=TRAIN.vocab_sample, metavar="N",
                        help="learn the vocabulary from at most N sentences, spread over the corpus")
-    group.add_argument("--max-length", type=checked("max_length"), default=64, help="longest sentence in tokens")
-    group.add_argument("--max-train-examples", type=checked("max_train_examples"))
-    group.add_argument("--seed", type=int, default=0)
+    group.add_argument("--max-length", type=checked("max_length"), default=TRAIN.max_length,
+                       help="longest sentence in tokens")
+    group.add_argument("--max-train-examples", type=checked("max_train_examples"), metavar="N",
+                       help="train on the first N pairs only (default: all)")
+    group.add_argument("--seed", type=int, default=TRAIN.seed, help="seed of the shuffles and initial weights")
 
 
 def _add_training_flags(parser):
     group = parser.add_argument_group("training")
-    group.add_argument("--epochs", type=checked("epochs"), default=10)
+    group.add_argument("--epochs", type=checked("epochs"), default=TRAIN.epochs, help="passes over the training data")
     group.add_argument("--time-limit", dest="time_limit_minutes", type=checked("time_limit_minutes"),
                        metavar="MINUTES", help="train no epoch that would end past this many minutes of training "
                                                "(validation excluded); default: no limit, all --epochs")
-    group.add_argument("--batch-size", type=checked("batch_size"), default=64, help="global batch, in sentences")
+    group.add_argument("--batch-size", type=checked("batch_size"), default=TRAIN.batch_size,
+                       help="global batch, in sentences")
     group.add_argument("--batch-tokens", type=checked("batch_tokens"),
                        help="global batch as a token budget (instead of --batch-size)")
-    group.add_argument("--learning-rate", type=checked("learning_rate"))
-    group.add_argument("--warmup-steps", type=checked("warmup_steps"))
+    group.add_argument("--learning-rate", type=checked("learning_rate"),
+                       help="a fixed rate (default: 1e-3 for the recurrent models, the warm-up schedule for the "
+                            "Transformer)")
+    group.add_argument("--warmup-steps", type=checked("warmup_steps"),
+                       help="Transformer: steps of the rate's linear warm-up (default: 5%% of all steps)")
     group.add_argument("--peak-learning-rate", type=checked("peak_learning_rate"),
                        help="Transformer: the schedule's rate after the warm-up (default: 1e-3)")
-    group.add_argument("--lr-schedule", default="inverse_sqrt", choices=LR_SCHEDULES,
+    group.add_argument("--lr-schedule", default=TRAIN.lr_schedule, choices=LR_SCHEDULES,
                        help="Transformer: after the warm-up the rate decays as 1/sqrt(step) (the default), or as "
                             "half a cosine, to zero at the last step of --epochs")
-    group.add_argument("--label-smoothing", type=checked("label_smoothing"), default=0.1)
+    group.add_argument("--label-smoothing", type=checked("label_smoothing"), default=TRAIN.label_smoothing,
+                       help="probability spread over the other tokens in the loss's targets")
     group.add_argument("--dropout", type=checked("dropout"), help="the model's dropout rate (default: the preset's)")
     group.add_argument("--attention-dropout", type=checked("attention_dropout"),
                        help="Transformer: dropout on the attention weights (default: 0)")
     for flag, (name, what) in TRANSFORMER_SIZES.items():
         group.add_argument(flag, type=checked(name), metavar="N", help=f"Transformer: {what} (default: the --preset's)")
-    group.add_argument("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker"))
-    group.add_argument("--precision", default="float32", choices=("float32", "mixed_float16", "mixed_bfloat16"))
+    group.add_argument("--strategy", default=TRAIN.strategy, choices=STRATEGIES,
+                       help="auto: MirroredStrategy over two or more GPUs, else one device; multi_worker: the "
+                            "workers of TF_CONFIG")
+    group.add_argument("--precision", default=TRAIN.precision, choices=PRECISIONS,
+                       help="Keras dtype policy: mixed_* compute in 16 bits and keep float32 weights")
     xla = group.add_mutually_exclusive_group()
     xla.add_argument("--jit", action="store_true",
                      help="compile the training step with XLA however short the run (default: when it trains "
@@ -93,7 +108,7 @@ def _add_training_flags(parser):
                        help="length buckets of the training batches, each one batch shape under XLA "
                             f"(default: 1 for every {PAIRS_PER_BUCKET:,} pairs trained on, epochs included, "
                             f"up to {MAX_BUCKETS})")
-    group.add_argument("--bucket-method", choices=BUCKET_METHODS, default=DEFAULT_BUCKET_METHOD,
+    group.add_argument("--bucket-method", choices=BUCKET_METHODS, default=TRAIN.bucket_method,
                        help="where the length buckets' boundaries go: about as many pairs in each "
                             "(equal_count) or the fewest padded tokens (min_padding); default: "
                             f"{DEFAULT_BUCKET_METHOD}")
@@ -111,12 +126,23 @@ def _examples(*commands):
     return "examples:\n" + "\n".join(f"  {command}" for command in commands)
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Examples printed as written (not re-wrapped at hyphens); each option's default after its help,
+    read from the value the option is given (TrainConfig's or DecodingOptions', for most)."""
+
+    def _get_help_string(self, action):
+        help = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in help or not action.option_strings:
+            return help
+        return f"{help} (default: %(default)s)"
+
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line (the usage is one `--help` away) and
-    whose description and examples are printed as written (not re-wrapped at hyphens)."""
+    whose description and examples are printed as written."""
 
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message):
@@ -175,13 +201,15 @@ def _add_train_command(commands):
         "train", help="train a translator with model.fit",
         epilog=_examples("keras-attention train --model transformer --preset small --dataset multi30k "
                          "--source en --target de --epochs 20 --output runs/en-de"))
-    train.add_argument("--model", default="transformer", choices=MODEL_KINDS)
-    train.add_argument("--preset", default="small", choices=PRESET_NAMES)
+    train.add_argument("--model", default=TRAIN.model, choices=MODEL_KINDS,
+                       help="the Transformer, or a recurrent encoder-decoder with Bahdanau's, Luong's or no attention")
+    train.add_argument("--preset", default=TRAIN.preset, choices=PRESET_NAMES,
+                       help="the model's size (tiny trains in minutes on a CPU)")
     _add_data_flags(train)
     _add_corpus_flags(train)
-    train.add_argument("--cache-limit", type=checked("cache_limit"), default=200_000, metavar="PAIRS",
+    train.add_argument("--cache-limit", type=checked("cache_limit"), default=TRAIN.cache_limit, metavar="PAIRS",
                        help="corpora up to this size are tokenized once and held in memory; "
-                            "larger ones stream from disk (default: 200000)")
+                            "larger ones stream from disk")
     train.add_argument("--max-test-examples", type=checked("max_test_examples"), metavar="N",
                        help="score only the first N test pairs after training (quick runs)")
     _add_training_flags(train)
@@ -195,11 +223,12 @@ def _add_train_command(commands):
                             "the new one has finished")
     train.add_argument("--keep-backup", action="store_true",
                        help="keep OUTPUT/backup after the run: --resume with more --epochs extends it")
-    train.add_argument("--keep-checkpoints", type=checked("keep_checkpoints"), default=5, metavar="N",
-                       help="keep the last N epochs' weights in OUTPUT/checkpoints (default: 5; 0: none)")
+    train.add_argument("--keep-checkpoints", type=checked("keep_checkpoints"), default=TRAIN.keep_checkpoints,
+                       metavar="N",
+                       help="keep the last N epochs' weights in OUTPUT/checkpoints (0: none)")
     train.add_argument("--share-embeddings", action="store_true",
                        help="Transformer: one embedding for source, target and output (needs --joint-vocabulary)")
-    train.add_argument("--output", default="runs/latest", help="output folder")
+    train.add_argument("--output", default=TRAIN.output_dir, help="the run folder")
 
 
 def _add_prepare_command(commands):
@@ -209,8 +238,8 @@ def _add_prepare_command(commands):
                          "'train.*.de.gz' --valid-files dev.en dev.de --output prepared/mine"))
     _add_data_flags(prepare)
     _add_corpus_flags(prepare)
-    prepare.add_argument("--shard-size", type=checked("shard_size"), default=200_000, metavar="PAIRS",
-                         help="pairs per shard, about (default: 200000); at least one shard per worker")
+    prepare.add_argument("--shard-size", type=checked("shard_size"), default=SHARD_SIZE, metavar="PAIRS",
+                         help="pairs per shard, about; at least one shard per worker")
     prepare.add_argument("--output", required=True, help="a new or empty folder")
     prepare.add_argument("--overwrite", action="store_true", help="replace a prepared corpus in --output")
 
@@ -221,7 +250,7 @@ def _add_evaluate_command(commands):
         epilog=_examples("keras-attention evaluate runs/en-de/translator --split test --method beam --beam-size 4"))
     evaluate.add_argument("translator", help="folder written by train (…/translator)")
     _add_data_flags(evaluate)
-    evaluate.add_argument("--split", default="test", choices=("train", "valid", "test"))
+    evaluate.add_argument("--split", default="test", choices=("train", "valid", "test"), help="the split to score")
     evaluate.add_argument("--max-examples", type=checked("max_examples"), metavar="N",
                           help="score only the first N pairs of the split (default: all)")
     _add_decoding_flags(evaluate)
@@ -260,9 +289,10 @@ def _add_demo_command(commands):
         "demo", help="train a small attention model, report BLEU, translate a few sentences and save the "
                      "translator (replacing the previous demo's)",
         epilog=_examples("keras-attention demo --output runs/demo"))
-    demo.add_argument("--output", default="runs/demo")
+    demo.add_argument("--output", default="runs/demo", help="the run folder (the previous demo's is replaced)")
     demo.add_argument("--quick", action="store_true", help="a tiny run for tests (seconds, not minutes)")
-    demo.add_argument("--data-dir")
+    demo.add_argument("--data-dir", help=f"the Multi30k folder (default: ${DATA_ENV_VAR}, then the Keras cache; "
+                      "without Multi30k the demo learns the generated dates corpus)")
 
 
 def _add_average_checkpoints_command(commands):
@@ -289,7 +319,8 @@ def _add_export_command(commands):
                         help="SavedModel: the model's base folder (the SavedModel goes to OUTPUT_DIR/VERSION); "
                              "CTranslate2: the model folder")
     export.add_argument("-o", "--output", dest="output_flag", metavar="OUTPUT_DIR", help="the same as OUTPUT_DIR")
-    export.add_argument("--format", default="savedmodel", choices=("savedmodel", "ctranslate2"))
+    export.add_argument("--format", default="savedmodel", choices=("savedmodel", "ctranslate2"),
+                        help="a SavedModel for TF Serving, or a CTranslate2 model folder")
     add_decoding_options(export.add_argument_group("decoding"),
                          ("method", "beam_size", "length_penalty", "max_length"),
                          defaults=EXPORT_DEFAULTS, methods=SEARCH_METHODS, note="SavedModel only: ")
@@ -323,81 +354,3 @@ def _add_decoding_flags(parser):
     _add_xla_cache_flags(group)
     group.add_argument("--compute-type", default="default",
                        help="ctranslate2 engine: CTranslate2's compute type (default, int8, float16, ...)")
-
-
-def config_from_args(args):
-    from keras_attention.training.config import TrainConfig
-
-    return TrainConfig(
-        model=args.model, preset=args.preset, **_reading_fields(args),
-        epochs=args.epochs, time_limit_minutes=args.time_limit_minutes,
-        batch_size=args.batch_size, batch_tokens=args.batch_tokens,
-        learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
-        peak_learning_rate=args.peak_learning_rate, lr_schedule=args.lr_schedule,
-        label_smoothing=args.label_smoothing, strategy=args.strategy, precision=args.precision,
-        jit_compile=False if args.no_jit else True if args.jit else "auto", length_buckets=args.length_buckets,
-        bucket_method=args.bucket_method,
-        cpu_dropout=not args.no_cpu_dropout, cpu_rows=not args.no_cpu_rows, output_dir=args.output,
-        max_test_examples=args.max_test_examples,
-        backup_every_steps=args.backup_every_steps, keep_backup=args.keep_backup,
-        resume=args.resume, overwrite=args.overwrite,
-        keep_checkpoints=args.keep_checkpoints, cache_limit=args.cache_limit,
-        share_embeddings=args.share_embeddings, overrides=_model_overrides(args),
-    )
-
-
-def _model_overrides(args):
-    """`--dropout`, `--attention-dropout` and the Transformer's sizes, as the model arguments they set."""
-    if args.attention_dropout is not None and args.model != "transformer":
-        raise ValueError(f"--attention-dropout is for the Transformer (the RNNs' attention has no dropout). "
-                         f"Received: --model {args.model}")
-    sizes = [flag for flag, name in TRANSFORMER_SIZE_FLAGS.items() if getattr(args, name) is not None]
-    if sizes and args.model != "transformer":
-        raise ValueError(f"{', '.join(sizes)}: sizes of the Transformer (an RNN's sizes come from its --preset). "
-                         f"Received: --model {args.model}")
-    names = ("dropout", "attention_dropout", *TRANSFORMER_SIZE_FLAGS.values())
-    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
-
-
-def data_config(args):
-    """The `TrainConfig` naming only the corpus (for `evaluate`)."""
-    from keras_attention.training.config import TrainConfig
-
-    return TrainConfig(**_corpus_fields(args))
-
-
-def prepare_config(args):
-    """The `TrainConfig` of `prepare`: the corpus, its reading and its vocabulary."""
-    from keras_attention.training.config import TrainConfig
-
-    return TrainConfig(**_reading_fields(args))
-
-
-def _corpus_fields(args):
-    """Which corpus: the data flags that `train`, `prepare` and `evaluate` share."""
-    return dict(dataset=dataset_name(args), source=args.source or DEFAULT_SOURCE,
-                target=args.target or DEFAULT_TARGET, data_dir=args.data_dir,
-                train_files=_tuple(args.train_files), valid_files=_tuple(args.valid_files),
-                test_files=_tuple(args.test_files), tfds_name=args.tfds_name)
-
-
-def _reading_fields(args):
-    """The corpus, how it is read and its vocabulary: the flags `train` and `prepare` share."""
-    return dict(**_corpus_fields(args), vocab_size=args.vocab_size, lower_case=args.lower_case,
-                max_length=args.max_length, max_train_examples=args.max_train_examples, seed=args.seed,
-                strict_data=args.strict_data, clean=not args.no_clean, max_words=args.max_words,
-                max_ratio=args.max_ratio, vocab_sample=args.vocab_sample,
-                joint_vocabulary=args.joint_vocabulary)
-
-
-def dataset_name(args):
-    """--dataset, or what --data-dir holds when it is not given."""
-    if args.dataset:
-        return args.dataset
-    from keras_attention.data.prepared import is_prepared
-
-    return "prepared" if is_prepared(args.data_dir) else "multi30k"
-
-
-def _tuple(values):
-    return tuple(values) if values else None

@@ -6,17 +6,11 @@ import re
 import sys
 import threading
 
-from keras_attention.base.files import read_translator_config, translator_folder
+from keras_attention.base.files import RunPaths, read_translator_config, translator_folder
 from keras_attention.base.tensorflow_only import BackendError, require_tensorflow
 from keras_attention.base.xla_cache import use_xla_cache
-from keras_attention.cli.arguments import (
-    DEFAULT_SOURCE,
-    DEFAULT_TARGET,
-    config_from_args,
-    data_config,
-    parse_command_line,
-    prepare_config,
-)
+from keras_attention.cli.arguments import DEFAULT_SOURCE, DEFAULT_TARGET, parse_command_line
+from keras_attention.cli.configs import config_from_args, corpus_config, data_config
 from keras_attention.cli.ctrl_c import resend_dropped_ctrl_c
 from keras_attention.cli.decoding_flags import options_from_args
 from keras_attention.decoding.options import EXPORT_DEFAULTS
@@ -107,7 +101,7 @@ def _how_to_go_on(args):
     """For an interrupted `train`: where its backup is and how to continue from it."""
     if args.command != "train":
         return "."
-    backup = os.path.join(args.output, "backup")
+    backup = RunPaths(args.output).backup
     if os.path.isdir(backup):
         return f"; the last backup is in {backup}: run the same command with --resume to continue."
     return f"; no backup was written yet, so {args.output} is as it was before."
@@ -141,7 +135,7 @@ def _train(args):
     # Progress bars for a terminal; one line an epoch for a log file.
     _, results = train(config_from_args(args), verbose=1 if sys.stdout.isatty() else 2)
     print_summary(results)
-    print(f"saved: {os.path.join(args.output, 'translator')}")
+    print(f"saved: {RunPaths(args.output).translator}")
     return 0
 
 
@@ -257,7 +251,7 @@ def _average(args):
 def _prepare(args):
     from keras_attention.training.preparation import prepare
 
-    config = prepare_config(args)
+    config = corpus_config(args)
     manifest = prepare(config, args.output, shard_size=args.shard_size, overwrite=args.overwrite)
     counts = manifest["counts"]
     print(f"prepared: {args.output}: {manifest['pairs']:,} pairs in {len(manifest['shards'])} shards "

@@ -13,15 +13,15 @@ PREFIX = "decoding_"
 
 def add_decoding_options(group, names=tuple(FIELDS), defaults=DEFAULTS, methods=METHODS, note=""):
     """One flag a field of `DecodingOptions` in `names` (`beam_size` -> `--beam-size`), with its help and
-    the default of `defaults`; a flag left out keeps that default (`options_from_args`)."""
+    the default of `defaults` (which the help shows); a flag left out keeps that default (`options_from_args`)."""
     for name in names:
-        default = getattr(defaults, name)
-        help = note + FIELDS[name].metadata["help"] + ("" if default is None else f" (default: {default})")
+        help = note + FIELDS[name].metadata["help"]
         if name == "method":
             kind = dict(choices=methods)
         else:
             kind = dict(type=int if name == "seed" else argument_type(name), metavar=name.split("_")[-1].upper())
-        group.add_argument("--" + name.replace("_", "-"), dest=PREFIX + name, help=help, **kind)
+        group.add_argument("--" + name.replace("_", "-"), dest=PREFIX + name, default=getattr(defaults, name),
+                           help=help, **kind)
 
 
 def options_from_args(args, defaults=DEFAULTS):

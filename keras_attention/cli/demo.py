@@ -5,9 +5,9 @@ downloaded, and otherwise the generated dates corpus, and says which and why.
 """
 
 import dataclasses
-import os
 import sys
 
+from keras_attention.base.files import RunPaths
 from keras_attention.cli.reporting import print_summary
 from keras_attention.training.recipe import TrainConfig, train
 
@@ -67,7 +67,7 @@ def run_demo(output_dir="runs/demo", quick=False, data_dir=None):
     print("\nTranslations:")
     for sentence, output in zip(EXAMPLES[config.dataset], translator(EXAMPLES[config.dataset])):
         print(f"  {sentence}\n    -> {output}")
-    saved = os.path.join(output_dir, "translator")
+    saved = RunPaths(output_dir).translator
     print(f"\nSaved the translator to {saved}. Try:\n"
           f"  keras-attention translate {saved} \"{EXAMPLES[config.dataset][0]}\"")
     return 0

@@ -18,7 +18,7 @@ from keras_attention.data.multi30k import load_multi30k
 from keras_attention.data.parallel import load_parallel_files, load_tfds_translation, load_tsv
 from keras_attention.data.pipeline import LengthStats, make_translation_dataset
 from keras_attention.data.prepared import PreparedCorpus, is_prepared
-from keras_attention.data.records import prepare_corpus
+from keras_attention.data.records import write_prepared_corpus
 from keras_attention.data.streaming import CorpusError, CorpusReport, corpus_error
 from keras_attention.data.text_files import read_lines, read_parallel_lines
 from keras_attention.data.tokenizers import SubwordTokenizer
@@ -41,7 +41,7 @@ __all__ = [
     "count_lines",
     "expand_files",
     "is_prepared",
-    "prepare_corpus",
+    "write_prepared_corpus",
     "END",
     "PAD",
     "RESERVED_TOKENS",

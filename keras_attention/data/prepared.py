@@ -1,4 +1,4 @@
-"""`PreparedCorpus`: training batches read from a folder written by `prepare_corpus`.
+"""`PreparedCorpus`: training batches read from a folder written by `write_prepared_corpus`.
 
 `PreparedCorpus.dataset` reads the shards in a new random order each epoch,
 interleaved, through a bounded shuffle buffer, buckets them by length and
@@ -35,7 +35,7 @@ def is_prepared(folder):
 
 
 class PreparedCorpus:
-    """A folder written by `prepare_corpus`, checked, ready to make training batches.
+    """A folder written by `write_prepared_corpus`, checked, ready to make training batches.
 
     Args:
         folder: str. The prepared folder.

@@ -1,6 +1,6 @@
 """Prepare a corpus: tokenize it once into shuffled, sharded TFRecord files.
 
-`prepare_corpus` streams sentence pairs through the tokenizers and writes:
+`write_prepared_corpus` streams sentence pairs through the tokenizers and writes:
 
     OUTPUT/
       manifest.json                 counts, shards, vocabulary hashes, settings
@@ -28,6 +28,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.base.options import SHARD_SIZE
 from keras_attention.base.validation import check_positive_int
 from keras_attention.data.corpus_files import sha256_of
 from keras_attention.data.pipeline import _max_lengths
@@ -43,7 +44,7 @@ from keras_attention.data.prepared import (
 from keras_attention.data.text_files import logger
 
 
-def prepare_corpus(
+def write_prepared_corpus(
     pairs,
     source_tokenizer,
     target_tokenizer,
@@ -51,7 +52,7 @@ def prepare_corpus(
     max_length,
     *,
     num_pairs=None,
-    shard_size=200_000,
+    shard_size=SHARD_SIZE,
     seed=0,
     report=None,
     valid_pairs=None,
@@ -211,7 +212,7 @@ def _shuffle_shard(path, seed):
 
 
 def check_output(folder, overwrite=False):
-    """Raise `ValueError` unless `prepare_corpus` may write to `folder` (new, empty, or overwritable)."""
+    """Raise `ValueError` unless `write_prepared_corpus` may write to `folder` (new, empty, or overwritable)."""
     if os.path.isfile(folder):
         raise ValueError(f"{folder}: is a file; give a folder for the prepared corpus.")
     if is_prepared(folder) and not overwrite:
@@ -250,4 +251,4 @@ def _write_json(path, value):
     os.replace(partial, path)
 
 
-__all__ = ["check_output", "prepare_corpus"]
+__all__ = ["check_output", "write_prepared_corpus"]

@@ -2,12 +2,9 @@
 
 import dataclasses
 
-from keras_attention.base.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES, check_options
+from keras_attention.base.options import (BUCKET_METHODS, DATASETS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES,
+                                          MODEL_KINDS, PRECISIONS, PRESET_NAMES, STRATEGIES, check_options)
 from keras_attention.base.validation import check_choice
-
-DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
-# The user's own corpora: cleaned by default (word limits as Moses' clean-corpus-n).
-USER_FILES = ("files", "tsv", "wmt14")
 
 
 @dataclasses.dataclass
@@ -165,6 +162,12 @@ class TrainConfig:
 
     def __post_init__(self):
         check_options(self)  # the ranges the command line checks too
+        # Every choice here, before any file is read or vocabulary learned.
+        check_choice("model", self.model, MODEL_KINDS)
+        check_choice("preset", self.preset, PRESET_NAMES)
+        check_choice("dataset", self.dataset, DATASETS)
+        check_choice("precision", self.precision, PRECISIONS)
+        check_choice("strategy", self.strategy, STRATEGIES)
         check_choice("bucket_method", self.bucket_method, BUCKET_METHODS)
         check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
         if not (isinstance(self.jit_compile, bool) or self.jit_compile == "auto"):

@@ -1,6 +1,6 @@
 """The training job's data: the splits of a corpus, its vocabularies, and batches ready for `fit`.
 
-`prepare_data(config, strategy)` is the first step of `train`: it reads the
+`training_data(config, strategy)` is the first step of `train`: it reads the
 corpus the `TrainConfig` names, learns (or reads) the vocabularies, and makes
 the training and validation batches, cached in memory for a small corpus and
 streamed from disk for a large one.
@@ -14,7 +14,7 @@ import tensorflow as tf
 from keras_attention import data
 from keras_attention.base.options import MAX_BUCKETS, PAIRS_PER_BUCKET, XLA_MIN_PAIRS
 from keras_attention.training import distribution
-from keras_attention.training.config import DATASETS, USER_FILES
+from keras_attention.base.options import DATASETS, USER_FILES
 
 # Pairs whose lengths are measured before training when a corpus streams.
 STATS_SAMPLE = 100_000
@@ -167,7 +167,7 @@ def _estimate_steps(pairs, stats, config):
 
 @dataclasses.dataclass
 class TrainingData:
-    """What `prepare_data` makes ready for `fit` (see there)."""
+    """What `training_data` makes ready for `fit` (see there)."""
 
     train: tf.data.Dataset
     valid: tf.data.Dataset
@@ -186,7 +186,7 @@ class TrainingData:
     languages: tuple = None
 
 
-def prepare_data(config, strategy):
+def training_data(config, strategy):
     """Load the corpus, learn or read the vocabularies and make the batches.
 
     A corpus of at most `config.cache_limit` pairs is tokenized once and

@@ -7,10 +7,9 @@ import keras
 import tensorflow as tf
 
 from keras_attention.base.tensorflow_only import require_tensorflow
+from keras_attention.base.options import PRECISIONS, STRATEGIES
 from keras_attention.base.validation import check_choice
 
-STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
 def get_strategy(name="auto"):

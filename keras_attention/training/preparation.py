@@ -2,7 +2,7 @@
 
 The same data options as `train` (dataset, files, cleaning, vocabulary) are
 read from a `TrainConfig`; the vocabularies are learned from a bounded sample,
-then `data.prepare_corpus` streams the training pairs into shuffled shards.
+then `data.write_prepared_corpus` streams the training pairs into shuffled shards.
 The validation and test sets (small) are written next to them as text.
 """
 
@@ -11,11 +11,12 @@ import time
 import tensorflow as tf
 
 from keras_attention import data
+from keras_attention.base.options import SHARD_SIZE
 from keras_attention.data.records import check_output
 from keras_attention.training.corpus import build_tokenizers, load_splits
 
 
-def prepare(config, output_dir, shard_size=200_000, overwrite=False):
+def prepare(config, output_dir, shard_size=SHARD_SIZE, overwrite=False):
     """Prepare `config`'s training data in `output_dir`; return the manifest.
 
     Args:
@@ -69,7 +70,7 @@ def _prepare(config, output_dir, shard_size, overwrite):
     print(f"Vocabularies: {source_tok.vocab_size} source and {target_tok.vocab_size} target tokens "
           f"({time.time() - started:.0f} s).")
     report.reset()
-    return data.prepare_corpus(
+    return data.write_prepared_corpus(
         train_pairs, source_tok, target_tok, output_dir, config.max_length, num_pairs=total,
         shard_size=shard_size, seed=config.seed, report=report, valid_pairs=valid_pairs,
         test_pairs=test_pairs, overwrite=overwrite, metadata={

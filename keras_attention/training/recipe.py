@@ -29,7 +29,7 @@ from keras_attention.training.callbacks import (
     training_seconds,
 )
 from keras_attention.training.config import TrainConfig
-from keras_attention.training.corpus import _distinct_shapes, load_splits, prepare_data
+from keras_attention.training.corpus import _distinct_shapes, load_splits, training_data
 from keras_attention.training.distribution import get_strategy, set_precision
 from keras_attention.training.evaluation import evaluate_bleu
 from keras_attention.training.fault_tolerance import (
@@ -49,7 +49,7 @@ from keras_attention.training.schedules import TransformerSchedule
 DEFAULT_PEAK = 1e-3
 
 # `TrainConfig` and `load_splits` live in `training.config` and `training.corpus`; here too, for scripts.
-__all__ = ["TrainConfig", "build_and_compile", "compile_for_training", "load_splits", "prepare_data", "train"]
+__all__ = ["TrainConfig", "build_and_compile", "compile_for_training", "load_splits", "train", "training_data"]
 
 
 def compile_for_training(model, config, steps_per_epoch, jit_compile):
@@ -127,7 +127,7 @@ def _train(config, verbose):
         print(f"{output_dir} holds a run stopped before its first backup: starting it again "
               f"(its files wait in {folder.set_aside} until this run finishes).")
     try:
-        result = _run(config, verbose, strategy, output_dir)
+        result = _run(config, verbose, strategy, folder.paths)
     except BaseException:
         folder.failed()
         raise
@@ -135,18 +135,18 @@ def _train(config, verbose):
     return result
 
 
-def _run(config, verbose, strategy, output_dir):
+def _run(config, verbose, strategy, paths):
     keras.utils.set_random_seed(config.seed)
     set_precision(config.precision)
     batch = f"{config.batch_tokens} tokens" if config.batch_tokens else config.batch_size
     print(f"Strategy: {distribution.describe(strategy)}, global batch {batch}. Precision: {config.precision}.")
-    prepared = prepare_data(config, strategy)  # also decides XLA: it shapes the batches
+    prepared = training_data(config, strategy)  # also decides XLA: it shapes the batches
     jit_compile = prepared.xla
     print(f"Data: {prepared.description}"
           f"{'; streamed from disk' if prepared.streaming else '; tokenized once, cached in memory'}.")
     model = build_and_compile(config, prepared, strategy)
 
-    backup = ResumableBackup(os.path.join(output_dir, "backup"), save_freq=config.backup_every_steps or "epoch")
+    backup = ResumableBackup(paths.backup, save_freq=config.backup_every_steps or "epoch")
     backup.set_model(model)
     resumed_from = backup.restore()
     check_backup_fits(backup, config.epochs, prepared.steps_per_epoch)  # before anything is written
@@ -156,10 +156,9 @@ def _run(config, verbose, strategy, output_dir):
                             metadata={"source_language": source_language, "target_language": target_language,
                                       "dataset": prepared.description})
     # Early too (evaluators need the vocabularies); after the restore, so a resumed run's copy is its latest state.
-    translator.save(os.path.join(output_dir, "translator"))
-    history_path = os.path.join(output_dir, "history.csv")
-    callbacks, step_timer, report_callback, time_limit = _callbacks(config, prepared, translator, output_dir,
-                                                                    history_path, resumed_from, verbose)
+    translator.save(paths.translator)
+    callbacks, step_timer, report_callback, time_limit = _callbacks(config, prepared, translator, paths,
+                                                                    resumed_from, verbose)
     if prepared.streaming:
         prepared.report.reset()  # building the model read ahead: count from the first epoch's start
     fit_started = time.time()
@@ -167,8 +166,8 @@ def _run(config, verbose, strategy, output_dir):
         fit_resumable(model, prepared.train, config.epochs, prepared.steps_per_epoch, backup, [ctrl_c, *callbacks],
                       validation_data=prepared.valid, verbose=verbose, shuffle=False)  # the dataset shuffles
     fit_seconds = time.time() - fit_started
-    history = read_csv_history(history_path)  # all epochs, also those before a restart
-    translator.save(os.path.join(output_dir, "translator"))
+    history = read_csv_history(paths.history)  # all epochs, also those before a restart
+    translator.save(paths.translator)
 
     results = {"data": prepared.description, "train_seconds": _train_seconds(history, fit_seconds),
                "evaluation_seconds": _evaluation_seconds(history),
@@ -184,7 +183,7 @@ def _run(config, verbose, strategy, output_dir):
     if prepared.test_pairs is not None:
         results.update(_test_scores(translator, prepared.test_pairs, config.max_test_examples))
     results["history"] = history
-    write_json(os.path.join(output_dir, "results.json"), results, indent=2)
+    write_json(paths.results, results, indent=2)
     if not config.keep_backup:
         backup.delete()  # last: until the results are written, the run can be started again
     return translator, results
@@ -193,7 +192,7 @@ def _run(config, verbose, strategy, output_dir):
 def build_and_compile(config, prepared, strategy):
     """The model of `config`, built on a first batch of `prepared.train` and compiled as `train` compiles it.
 
-    In the strategy's scope, with XLA as `prepare_data` decided (`prepared.xla`). Benchmarks use it to time
+    In the strategy's scope, with XLA as `training_data` decided (`prepared.xla`). Benchmarks use it to time
     the very training step `train` runs.
     """
     source_tok, target_tok = prepared.source_tokenizer, prepared.target_tokenizer
@@ -220,7 +219,7 @@ def build_and_compile(config, prepared, strategy):
     return model
 
 
-def _callbacks(config, prepared, translator, output_dir, history_path, resumed_from, verbose):
+def _callbacks(config, prepared, translator, paths, resumed_from, verbose):
     """The run's callbacks, in order, and the three whose figures go into results.json (the time limit: None
     without one)."""
     report_callback = CorpusReportCallback(prepared.report, verbose=bool(verbose), limit=config.max_train_examples)
@@ -230,15 +229,15 @@ def _callbacks(config, prepared, translator, output_dir, history_path, resumed_f
                   for s, t in prepared.valid_pairs.take(config.bleu_sample).as_numpy_iterator()]
         callbacks.append(BleuCallback(translator, sample, verbose=bool(verbose)))
     if config.keep_checkpoints:
-        callbacks.append(EpochCheckpoints(os.path.join(output_dir, "checkpoints"), config.keep_checkpoints))
+        callbacks.append(EpochCheckpoints(paths.checkpoints, config.keep_checkpoints))
     step_timer = StepTimer()
     callbacks += [step_timer, EpochTimer()]
     time_limit = None
     if config.time_limit_minutes:
         time_limit = TimeLimit(config.time_limit_minutes,
-                               _earlier_training_seconds(history_path, resumed_from, prepared.steps_per_epoch))
+                               _earlier_training_seconds(paths.history, resumed_from, prepared.steps_per_epoch))
         callbacks.append(time_limit)
-    callbacks += [keras.callbacks.CSVLogger(history_path, append=resumed_from > 0), keras.callbacks.TerminateOnNaN()]
+    callbacks += [keras.callbacks.CSVLogger(paths.history, append=resumed_from > 0), keras.callbacks.TerminateOnNaN()]
     return callbacks, step_timer, report_callback, time_limit
 
 

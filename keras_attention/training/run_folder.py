@@ -17,8 +17,9 @@ told what to do:
 import os
 import shutil
 
-# What a run writes into its folder; any of them means the folder holds a run.
-RUN_ENTRIES = ("translator", "backup", "checkpoints", "history.csv", "results.json")
+from keras_attention.base.files import RunPaths
+
+RUN_ENTRIES = RunPaths.ENTRIES  # what a run writes into its folder; any of them means the folder holds a run
 PREVIOUS = ".previous-run"
 
 
@@ -30,6 +31,7 @@ class RunFolder:
             raise ValueError("Give at most one of resume and overwrite (--resume, --overwrite). "
                              "Received: both")
         self.path = os.fspath(path)
+        self.paths = RunPaths(self.path)  # where each part of the run goes
         self.created = not os.path.exists(self.path)
         previous = os.path.join(self.path, PREVIOUS)
         if os.path.exists(previous):

@@ -37,3 +37,11 @@ def test_a_writer_killed_between_write_and_rename_leaves_the_old_file(tmp_path):
     done = subprocess.run([sys.executable, "-c", writer, str(path)], timeout=60)
     assert done.returncode == -signal.SIGKILL
     assert path.read_text() == '{"old": true}'
+
+
+def test_run_paths_name_every_entry_of_a_run_folder():
+    from keras_attention.base.files import RunPaths
+
+    paths = RunPaths(os.path.join("runs", "x"))
+    names = [paths.translator, paths.backup, paths.checkpoints, paths.history, paths.results]
+    assert names == [os.path.join("runs", "x", entry) for entry in RunPaths.ENTRIES]

@@ -60,7 +60,8 @@ def test_every_range_is_used_by_some_flag():
     flags = set()
     parser = _parser()
     for action in parser.commands.values():
-        flags |= {a.dest for a in action._actions if getattr(a.type, "__name__", None) == a.dest}
+        flags |= {a.dest.removeprefix("decoding_") for a in action._actions
+                  if getattr(a.type, "__name__", None) == a.dest.removeprefix("decoding_")}
     assert flags == set(RANGES) - {"bleu_sample", "target_vocab_size"}  # these two: Python only
 
 
@@ -91,7 +92,7 @@ def test_the_presets_named_for_the_command_line_are_the_ones_models_build():
 
 
 def test_dropout_flags_reach_the_model():
-    from keras_attention.cli.arguments import config_from_args
+    from keras_attention.cli.configs import config_from_args
 
     args = _parser().parse_args(["train", "--dropout", "0.3", "--attention-dropout", "0.1"])
     assert config_from_args(args).overrides == {"dropout": 0.3, "attention_dropout": 0.1}
@@ -102,7 +103,7 @@ def test_dropout_flags_reach_the_model():
 
 
 def test_size_flags_reach_the_transformer():
-    from keras_attention.cli.arguments import config_from_args
+    from keras_attention.cli.configs import config_from_args
     from keras_attention.models import Transformer
 
     args = _parser().parse_args(["train", "--preset", "tiny", "--num-layers", "4", "--d-model", "64",
@@ -119,7 +120,7 @@ def test_size_flags_reach_the_transformer():
 
 @pytest.mark.parametrize("flags, expected", [([], "auto"), (["--jit"], True), (["--no-jit"], False)])
 def test_the_xla_flags_reach_the_config(flags, expected):
-    from keras_attention.cli.arguments import config_from_args
+    from keras_attention.cli.configs import config_from_args
 
     assert config_from_args(_parser().parse_args(["train", *flags])).jit_compile == expected
 
@@ -127,7 +128,7 @@ def test_the_xla_flags_reach_the_config(flags, expected):
 @pytest.mark.parametrize("flags, dropout, rows", [([], True, True), (["--no-cpu-dropout"], False, True),
                                                   (["--no-cpu-rows"], True, False)])
 def test_each_cpu_switch_has_its_own_flag(flags, dropout, rows):
-    from keras_attention.cli.arguments import config_from_args
+    from keras_attention.cli.configs import config_from_args
 
     config = config_from_args(_parser().parse_args(["train", *flags]))
     assert (config.cpu_dropout, config.cpu_rows) == (dropout, rows)
@@ -147,7 +148,7 @@ def test_jit_compile_is_true_false_or_auto(value):
 
 
 def test_the_bucket_method_flag_reaches_the_config():
-    from keras_attention.cli.arguments import config_from_args
+    from keras_attention.cli.configs import config_from_args
 
     assert config_from_args(_parser().parse_args(["train"])).bucket_method == "equal_count"
     args = _parser().parse_args(["train", "--bucket-method", "min_padding"])
@@ -157,7 +158,7 @@ def test_the_bucket_method_flag_reaches_the_config():
 
 
 def test_the_time_limit_flag_reaches_the_config():
-    from keras_attention.cli.arguments import config_from_args
+    from keras_attention.cli.configs import config_from_args
 
     assert config_from_args(_parser().parse_args(["train"])).time_limit_minutes is None
     assert config_from_args(_parser().parse_args(["train", "--time-limit", "88.5"])).time_limit_minutes == 88.5

@@ -80,3 +80,37 @@ def test_every_example_in_a_help_is_printed_whole_and_parses(name):
         words = shlex.split(line.split(" < ")[0])  # the shell's redirection is not the program's
         args = parse_command_line(words[1:])
         assert args.command == name
+
+
+def test_train_and_prepare_flags_default_to_the_python_apis_defaults():
+    import dataclasses
+
+    from keras_attention.training.config import TrainConfig
+
+    fields, defaults = {f.name for f in dataclasses.fields(TrainConfig)}, TrainConfig()
+    for command in ("train", "prepare"):
+        actions = [a for a in _commands()[command]._actions if a.dest in fields]
+        assert len(actions) > 15
+        # None: resolved when the run starts (the dataset from --data-dir, the languages from the corpus).
+        differ = [(a.dest, a.default, getattr(defaults, a.dest)) for a in actions
+                  if a.default is not None and a.default != getattr(defaults, a.dest)]
+        assert differ == [], command
+        assert {a.dest for a in actions if a.default is None and getattr(defaults, a.dest) is not None} <= {
+            "dataset", "source", "target"}
+
+
+def test_every_option_says_what_it_does_and_its_default():
+    import argparse
+
+    missing = []
+    for name, parser in _commands().items():
+        formatter = parser.formatter_class(prog=name)
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction) or not action.option_strings:
+                continue
+            help = formatter._get_help_string(action)
+            if not action.help or (action.default not in (None, False, argparse.SUPPRESS) and "default" not in help):
+                missing.append(f"{name} {action.option_strings[-1]}")
+    assert missing == []
+    translate = " ".join(_commands()["translate"].format_help().split())
+    assert "--beam-size SIZE beam: hypotheses kept per sentence (default: 4)" in translate

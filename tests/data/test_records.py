@@ -13,7 +13,7 @@ from keras_attention.data import (
     SubwordTokenizer,
     auto_bucket_boundaries,
     load_parallel_files,
-    prepare_corpus,
+    write_prepared_corpus,
 )
 from keras_attention.data.prepared import read_records
 
@@ -35,7 +35,7 @@ def corpus(tmp_path_factory):
     report = CorpusReport()
     pairs = load_parallel_files(str(folder / "c.en"), str(folder / "c.de"), report=report)
     out = folder / "prepared"
-    manifest = prepare_corpus(pairs, tok, tok, str(out), max_length=18, shard_size=700, seed=3,
+    manifest = write_prepared_corpus(pairs, tok, tok, str(out), max_length=18, shard_size=700, seed=3,
                               report=report, valid_pairs=pairs.take(5))
     # Every line's ids, tokenized in one batch a side (line by line is minutes of eager calls).
     ids = [[tuple(row) for row in tok.tokenize(lines).to_list()] for lines in (source, target)]
@@ -110,7 +110,7 @@ def test_one_pair_a_batch_gives_back_every_pair(corpus):
 
 def test_folder_checks(corpus, tmp_path):
     with pytest.raises(ValueError, match="already holds a prepared corpus"):
-        prepare_corpus(None, corpus["tok"], corpus["tok"], str(corpus["folder"]), max_length=18,
+        write_prepared_corpus(None, corpus["tok"], corpus["tok"], str(corpus["folder"]), max_length=18,
                        num_pairs=1)
     with pytest.raises(ValueError, match="not a prepared corpus"):
         PreparedCorpus(tmp_path)
@@ -137,7 +137,7 @@ def test_overwrite_replaces_a_corpus_only_once_the_new_one_is_complete(corpus, t
 
     folder = tmp_path / "mine"
     words = tf.data.Dataset.from_tensor_slices((["a dog"] * 50, ["the cat"] * 50))
-    prepare_corpus(words, corpus["tok"], corpus["tok"], folder, max_length=18, num_pairs=50)
+    write_prepared_corpus(words, corpus["tok"], corpus["tok"], folder, max_length=18, num_pairs=50)
     before = {name: (folder / name).read_bytes() for name in os.listdir(folder)}
 
     def fails_half_way(index, pair):
@@ -147,14 +147,14 @@ def test_overwrite_replaces_a_corpus_only_once_the_new_one_is_complete(corpus, t
     broken = tf.data.Dataset.from_tensor_slices((["a cat"] * 60, ["the dog"] * 60)).enumerate().map(
         lambda i, pair: fails_half_way(i, pair))
     with pytest.raises(tf.errors.InvalidArgumentError, match="the source broke"):
-        prepare_corpus(broken, corpus["tok"], corpus["tok"], folder, max_length=18, num_pairs=60,
+        write_prepared_corpus(broken, corpus["tok"], corpus["tok"], folder, max_length=18, num_pairs=60,
                        overwrite=True)
     assert {name: (folder / name).read_bytes() for name in os.listdir(folder)} == before
     assert sorted(os.listdir(tmp_path)) == ["mine"]  # no staging folder left behind
     assert PreparedCorpus(folder).num_pairs == 50
 
     good = tf.data.Dataset.from_tensor_slices((["a cat"] * 60, ["the dog"] * 60))
-    prepare_corpus(good, corpus["tok"], corpus["tok"], folder, max_length=18, num_pairs=60, overwrite=True)
+    write_prepared_corpus(good, corpus["tok"], corpus["tok"], folder, max_length=18, num_pairs=60, overwrite=True)
     assert PreparedCorpus(folder).num_pairs == 60
     assert sorted(os.listdir(tmp_path)) == ["mine"]
 
@@ -212,7 +212,7 @@ def test_two_workers_split_each_batch_of_a_single_shard(corpus, tmp_path):
     pairs = [(" ".join(corpus["source"][i:i + 3]), corpus["target"][i]) for i in range(400)]
     import tensorflow as tf
     dataset = tf.data.Dataset.from_tensor_slices(tuple(map(list, zip(*pairs))))
-    prepare_corpus(dataset, corpus["tok"], corpus["tok"], str(folder), max_length=64, num_pairs=400,
+    write_prepared_corpus(dataset, corpus["tok"], corpus["tok"], str(folder), max_length=64, num_pairs=400,
                    shard_size=1000,
                    seed=0)
     rows, results = read_with_two_workers(folder, tmp_path)

@@ -207,7 +207,8 @@ def test_the_documented_command_line_trains_the_transformer_tiny_recipe():
     import dataclasses
     import shlex
 
-    from keras_attention.cli.arguments import build_parser, config_from_args
+    from keras_attention.cli.arguments import build_parser
+    from keras_attention.cli.configs import config_from_args
     from keras_attention.training.config import TrainConfig
 
     guide = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text(encoding="utf-8")

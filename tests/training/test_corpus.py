@@ -81,7 +81,7 @@ def test_the_bucket_method_reaches_the_training_batches():
 def _train_shapes(**options):
     config = TrainConfig(model="bahdanau", preset="tiny", dataset="dates", vocab_size=200, target_vocab_size=40,
                          max_length=48, batch_size=32, max_train_examples=2_000, **options)
-    prepared = corpus.prepare_data(config, strategy=None)
+    prepared = corpus.training_data(config, strategy=None)
     return set(batch_shapes(prepared.train.take(prepared.steps_per_epoch))), prepared
 
 

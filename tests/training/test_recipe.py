@@ -132,7 +132,7 @@ def test_the_training_step_is_traced_once(jit_compile, monkeypatch):
         overrides=dict(num_layers=1, d_model=16, num_heads=2, intermediate_dim=32),
     )
     strategy = distribution.get_strategy("default")
-    prepared = corpus.prepare_data(config, strategy)
+    prepared = corpus.training_data(config, strategy)
     assert prepared.xla == jit_compile
     model = build_and_compile(config, prepared, strategy)
     batch = next(iter(prepared.train))
