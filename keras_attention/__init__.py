@@ -18,6 +18,7 @@ _SUBMODULES = {name: f"keras_attention.{name}"
                for name in ("data", "decoding", "explain", "layers", "models", "serving", "training")}
 _SUBMODULES["plotting"] = "keras_attention.explain.plotting"
 _NAMES = {
+    "DecodingOptions": "keras_attention.decoding.options",
     "Translator": "keras_attention.decoding.translator",
     "TrainConfig": "keras_attention.training.recipe",
     "train": "keras_attention.training.recipe",

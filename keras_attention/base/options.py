@@ -16,6 +16,7 @@ from keras_attention.base.validation import (
     POSITIVE,
     PROBABILITY_BELOW_ONE,
     Range,
+    check_choice,
     check_range,
 )
 
@@ -24,6 +25,8 @@ from keras_attention.base.validation import (
 # are in `models.transformer.PRESETS` and `models.seq2seq_rnn.RNN_PRESETS`).
 MODEL_KINDS = ("transformer", "bahdanau", "luong", "rnn")
 PRESET_NAMES = ("tiny", "small", "base", "big")
+# The languages of Multi30k task 1 (`data.load_multi30k`, `--dataset multi30k`).
+MULTI30K_LANGUAGES = ("en", "de", "fr", "cs")
 # Pairs per TFRecord shard of a prepared corpus, about (`data.write_prepared_corpus`, `prepare --shard-size`).
 SHARD_SIZE = 200_000
 # The corpora `train`, `prepare` and `evaluate` read (`TrainConfig.dataset`, `--dataset`).
@@ -50,6 +53,11 @@ MAX_BUCKETS = 8
 # Where "auto" length buckets put their boundaries (`data.auto_bucket_boundaries`, `train --bucket-method`).
 BUCKET_METHODS = ("equal_count", "min_padding")
 DEFAULT_BUCKET_METHOD = "equal_count"
+# The recipe's learning rates: the Transformer's peak (after its warm-up, which lasts this fraction of
+# all steps unless `warmup_steps` says), and the recurrent models' fixed rate (`TrainConfig.learning_rate`).
+PEAK_LEARNING_RATE = 1e-3
+WARMUP_FRACTION = 0.05
+RNN_LEARNING_RATE = 1e-3
 # How the Transformer's rate decays after its warm-up (`TrainConfig.lr_schedule`, `train --lr-schedule`).
 LR_SCHEDULES = ("inverse_sqrt", "cosine")
 
@@ -83,6 +91,15 @@ RANGES = {
     "beam_size": COUNT, "length_penalty": Range(float, 0), "temperature": POSITIVE, "top_k": COUNT,
     "top_p": Range(float, 0, 1, low_open=True),
 }
+
+
+def check_multi30k_languages(source, target):
+    """Raise ValueError unless `source` and `target` are two different languages of Multi30k."""
+    check_choice("source", source, MULTI30K_LANGUAGES)
+    check_choice("target", target, MULTI30K_LANGUAGES)
+    if source == target:
+        raise ValueError(f"`source` and `target` (--source, --target) must be different languages. "
+                         f"Received: source={source!r}, target={target!r}")
 
 
 def check_option(name, value):

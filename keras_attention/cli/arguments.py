@@ -5,8 +5,9 @@ import argparse
 from keras_attention import DATA_ENV_VAR, __version__
 from keras_attention.base.options import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
 from keras_attention.base.options import (BUCKET_METHODS, DATASETS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES, MAX_BUCKETS,
-                                          MODEL_KINDS, PAIRS_PER_BUCKET, PRECISIONS, PRESET_NAMES, SHARD_SIZE,
-                                          STRATEGIES, XLA_MIN_PAIRS)
+                                          MODEL_KINDS, PAIRS_PER_BUCKET, PEAK_LEARNING_RATE, PRECISIONS,
+                                          PRESET_NAMES, RNN_LEARNING_RATE, SHARD_SIZE, STRATEGIES,
+                                          WARMUP_FRACTION, XLA_MIN_PAIRS)
 from keras_attention.base.options import argument_type as checked
 from keras_attention.cli.decoding_flags import add_decoding_options
 from keras_attention.decoding.options import EXPORT_DEFAULTS, SEARCH_METHODS
@@ -78,12 +79,13 @@ def _add_training_flags(parser):
     group.add_argument("--batch-tokens", type=checked("batch_tokens"),
                        help="global batch as a token budget (instead of --batch-size)")
     group.add_argument("--learning-rate", type=checked("learning_rate"),
-                       help="a fixed rate (default: 1e-3 for the recurrent models, the warm-up schedule for the "
-                            "Transformer)")
+                       help=f"a fixed rate (default: {RNN_LEARNING_RATE:g} for the recurrent models, the warm-up "
+                            "schedule for the Transformer)")
     group.add_argument("--warmup-steps", type=checked("warmup_steps"),
-                       help="Transformer: steps of the rate's linear warm-up (default: 5%% of all steps)")
+                       help=f"Transformer: steps of the rate's linear warm-up "
+                            f"(default: {WARMUP_FRACTION * 100:g}%% of all steps)")
     group.add_argument("--peak-learning-rate", type=checked("peak_learning_rate"),
-                       help="Transformer: the schedule's rate after the warm-up (default: 1e-3)")
+                       help=f"Transformer: the schedule's rate after the warm-up (default: {PEAK_LEARNING_RATE:g})")
     group.add_argument("--lr-schedule", default=TRAIN.lr_schedule, choices=LR_SCHEDULES,
                        help="Transformer: after the warm-up the rate decays as 1/sqrt(step) (the default), or as "
                             "half a cosine, to zero at the last step of --epochs")
@@ -131,8 +133,8 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
     read from the value the option is given (TrainConfig's or DecodingOptions', for most)."""
 
     def _get_help_string(self, action):
-        help = action.help or ""
-        if action.default in (None, False, argparse.SUPPRESS) or "default" in help or not action.option_strings:
+        help, default = action.help or "", action.default
+        if default is None or default is False or default == argparse.SUPPRESS or "default:" in help:
             return help
         return f"{help} (default: %(default)s)"
 

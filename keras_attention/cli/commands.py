@@ -130,10 +130,12 @@ def _compiles_with_xla(args):
 
 
 def _train(args):
+    config = config_from_args(args)
+    config.check_paths()  # before TensorFlow's seconds of import
     from keras_attention.training.recipe import train
 
     # Progress bars for a terminal; one line an epoch for a log file.
-    _, results = train(config_from_args(args), verbose=1 if sys.stdout.isatty() else 2)
+    _, results = train(config, verbose=1 if sys.stdout.isatty() else 2)
     print_summary(results)
     print(f"saved: {RunPaths(args.output).translator}")
     return 0
@@ -249,9 +251,10 @@ def _average(args):
 
 
 def _prepare(args):
+    config = corpus_config(args)
+    config.check_paths()  # before TensorFlow's seconds of import
     from keras_attention.training.preparation import prepare
 
-    config = corpus_config(args)
     manifest = prepare(config, args.output, shard_size=args.shard_size, overwrite=args.overwrite)
     counts = manifest["counts"]
     print(f"prepared: {args.output}: {manifest['pairs']:,} pairs in {len(manifest['shards'])} shards "

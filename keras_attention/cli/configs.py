@@ -1,5 +1,6 @@
 """From the parsed flags to the `TrainConfig` of `train`, `prepare` and `evaluate`."""
 
+from keras_attention.base.corpus_files import is_prepared
 from keras_attention.cli.arguments import DEFAULT_SOURCE, DEFAULT_TARGET, TRANSFORMER_SIZE_FLAGS
 from keras_attention.training.config import TrainConfig
 
@@ -67,8 +68,6 @@ def dataset_name(args):
     """--dataset, or what --data-dir holds when it is not given."""
     if args.dataset:
         return args.dataset
-    from keras_attention.data.prepared import is_prepared
-
     return "prepared" if is_prepared(args.data_dir) else "multi30k"
 
 

@@ -3,7 +3,7 @@
 import dataclasses
 
 from keras_attention.base.options import argument_type
-from keras_attention.decoding.options import DEFAULTS, METHODS, DecodingOptions, decoding_options
+from keras_attention.decoding.options import DEFAULTS, METHOD_SETTINGS, METHODS, DecodingOptions, decoding_options
 
 FIELDS = {field.name: field for field in dataclasses.fields(DecodingOptions)}
 # The namespace attribute of each decoding flag: its field's name behind this prefix, so that
@@ -12,19 +12,33 @@ PREFIX = "decoding_"
 
 
 def add_decoding_options(group, names=tuple(FIELDS), defaults=DEFAULTS, methods=METHODS, note=""):
-    """One flag a field of `DecodingOptions` in `names` (`beam_size` -> `--beam-size`), with its help and
-    the default of `defaults` (which the help shows); a flag left out keeps that default (`options_from_args`)."""
+    """One flag a field of `DecodingOptions` in `names` (`beam_size` -> `--beam-size`), its help ending
+    with the default of `defaults`; a flag left out keeps that default (`options_from_args`)."""
     for name in names:
-        help = note + FIELDS[name].metadata["help"]
+        default = getattr(defaults, name)
+        help = note + FIELDS[name].metadata["help"] + ("" if default is None else f" (default: {default})")
         if name == "method":
             kind = dict(choices=methods)
         else:
             kind = dict(type=int if name == "seed" else argument_type(name), metavar=name.split("_")[-1].upper())
-        group.add_argument("--" + name.replace("_", "-"), dest=PREFIX + name, default=getattr(defaults, name),
-                           help=help, **kind)
+        # None when not given, so that a setting the method would ignore is refused (`options_from_args`).
+        group.add_argument("--" + name.replace("_", "-"), dest=PREFIX + name, help=help, **kind)
 
 
 def options_from_args(args, defaults=DEFAULTS):
-    """The `DecodingOptions` of the flags `add_decoding_options` added to `args`' parser."""
-    given = {name[len(PREFIX):]: value for name, value in vars(args).items() if name.startswith(PREFIX)}
-    return decoding_options(None, defaults, **given)
+    """The `DecodingOptions` of the flags `add_decoding_options` added to `args`' parser.
+
+    Raises:
+        ValueError: a flag of another method than the one asked for (`--beam-size` without
+            `--method beam`), which would otherwise be ignored in silence.
+    """
+    given = {name[len(PREFIX):]: value for name, value in vars(args).items()
+             if name.startswith(PREFIX) and value is not None}
+    options = decoding_options(None, defaults, **given)
+    ignored = [name for name in given if name not in ("method", "max_length", *METHOD_SETTINGS[options.method])]
+    if ignored:
+        flags = " ".join("--" + name.replace("_", "-") for name in ignored)
+        owner = next(method for method, names in METHOD_SETTINGS.items() if ignored[0] in names)
+        raise ValueError(f"{flags}: {'a setting' if len(ignored) == 1 else 'settings'} of --method {owner}, "
+                         f"not of --method {options.method}; add --method {owner}, or leave {flags} out.")
+    return options

@@ -3,7 +3,7 @@
 Loaders return `tf.data.Dataset`s of `(source, target)` sentence pairs:
 `load_multi30k`, `load_dates` (generated, offline), `load_parallel_files`,
 `load_tsv`, `load_wmt14` and `load_tfds_translation`. Files are streamed
-line by line (`streaming`, `corpus_files`): memory does not grow with the corpus. `SubwordTokenizer` (WordPiece, in
+line by line (`streaming`, `base.corpus_files`): memory does not grow with the corpus. `SubwordTokenizer` (WordPiece, in
 graph) turns text into ids and back; `make_translation_dataset` makes the
 `((source_ids, target_in), target_out)` batches that `model.fit` takes.
 
@@ -12,7 +12,7 @@ The TFDS builder `multi30k_task1` is registered by importing
 """
 
 from keras_attention.data.bucketing import auto_bucket_boundaries, min_padding_boundaries, padding_fraction
-from keras_attention.data.corpus_files import count_lines, expand_files
+from keras_attention.base.corpus_files import count_lines, expand_files
 from keras_attention.data.dates import generate_dates, load_dates
 from keras_attention.data.multi30k import load_multi30k
 from keras_attention.data.parallel import load_parallel_files, load_tfds_translation, load_tsv

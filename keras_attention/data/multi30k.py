@@ -14,11 +14,12 @@ import warnings
 import keras
 
 from keras_attention import DATA_ENV_VAR
+from keras_attention.base.corpus_files import sha256_of
+from keras_attention.base.options import MULTI30K_LANGUAGES, check_multi30k_languages
 from keras_attention.base.validation import check_choice
-from keras_attention.data.corpus_files import sha256_of
 from keras_attention.data.streaming import read_parallel_text
 
-LANGUAGES = ("en", "de", "fr", "cs")
+LANGUAGES = MULTI30K_LANGUAGES
 SPLITS = ("train", "val", "test_2016_flickr")
 # Names other tools use for the same splits (TFDS calls them so).
 SPLIT_ALIASES = {"validation": "val", "test": "test_2016_flickr"}
@@ -60,10 +61,11 @@ def load_multi30k(
 ):
     """Load a split of Multi30k task 1 as a dataset of sentence pairs.
 
-    The files are looked for, in order, in `data_dir` (the folder holding the
-    `.gz` files, or its parent holding `multi30k/`), in `$KERAS_ATTENTION_DATA/
-    multi30k`, and in the Keras cache folder (`~/.keras/datasets/multi30k`, or
-    under `$KERAS_HOME` or `cache_dir`). If they are in none of these, they are
+    Given `data_dir` (the folder holding the `.gz` files, or its parent
+    holding `multi30k/`), the files are read from there, and a missing one is
+    an error. Without it they are looked for in `$KERAS_ATTENTION_DATA/
+    multi30k`, then in the Keras cache folder (`~/.keras/datasets/multi30k`,
+    or under `$KERAS_HOME` or `cache_dir`); if they are in neither, they are
     downloaded into the cache with `keras.utils.get_file` and checked against
     their SHA-256 sums. Files found locally are checked too: one that differs
     from the published file (a copy cut short, or edited on purpose) is used
@@ -77,7 +79,8 @@ def load_multi30k(
         split: str. `"train"` (29,000 pairs), `"val"` (1,014) or
             `"test_2016_flickr"` (1,000); `"validation"` and `"test"` are
             accepted as aliases. Defaults to `"train"`.
-        data_dir: str or path-like. A folder to look in first. Defaults to None.
+        data_dir: str or path-like. The folder to read the files from (no other
+            copy, no download). Defaults to None.
         base_url: str. Where to download from: a URL ending with `/` under
             which the files are named as in `data/task1/raw/`. Defaults to the
             multi30k/dataset repository at a fixed commit.
@@ -93,6 +96,7 @@ def load_multi30k(
         ValueError: unknown language or split, or `source == target`; a
             downloaded file whose checksum does not match (the file is
             deleted); files with different line counts.
+        FileNotFoundError: `data_dir` lacks one of them.
         OSError: the files are nowhere locally and the download failed.
         tf.errors.InvalidArgumentError: while reading, a line that is not
             valid UTF-8 or is empty ("Corpus error: FILE line N: ...").
@@ -103,13 +107,7 @@ def load_multi30k(
     >>> for de, en in pairs.take(1):  # doctest: +SKIP
     ...     print(de.numpy().decode(), "->", en.numpy().decode())
     """
-    check_choice("source", source, LANGUAGES)
-    check_choice("target", target, LANGUAGES)
-    if source == target:
-        raise ValueError(
-            "`source` and `target` must be different languages. "
-            f"Received: source={source!r}, target={target!r}"
-        )
+    check_multi30k_languages(source, target)
     split = SPLIT_ALIASES.get(split, split)
     check_choice("split", split, SPLITS + tuple(SPLIT_ALIASES))
     names = [multi30k_filename(split, source), multi30k_filename(split, target)]
@@ -139,6 +137,14 @@ def multi30k_paths(names, data_dir=None, base_url=BASE_URL, cache_dir=None, stac
             for name, path in zip(names, paths):
                 _warn_if_not_published(name, path, stacklevel + 1)  # one frame deeper
             return paths
+    if data_dir is not None:  # asked for this folder: no other copy, no download in its place
+        missing = next((name for name in names if not any(
+            os.path.isfile(os.path.join(folder, name)) for folder in _local_folders(data_dir))), None)
+        if missing is None:
+            raise FileNotFoundError(f"{os.fspath(data_dir)}: the Multi30k files {' and '.join(names)} are split "
+                                    "between it and its multi30k/ folder; put them in one.")
+        raise FileNotFoundError(f"{os.fspath(data_dir)}: holds no Multi30k {missing} (nor does its multi30k/ "
+                                "folder); give the folder that holds the files, or leave data_dir out.")
     cache = _cache_folder(cache_dir)
     return [download_multi30k_file(name, cache, base_url) for name in names]
 
@@ -165,13 +171,13 @@ def _warn_if_not_published(name, path, stacklevel):
 
 
 def _local_folders(data_dir):
-    folders = []
+    """Where to look: `data_dir` (and its multi30k/) when given, else $KERAS_ATTENTION_DATA/multi30k."""
     if data_dir is not None:
         data_dir = os.fspath(data_dir)
-        folders += [data_dir, os.path.join(data_dir, "multi30k")]
+        return [data_dir, os.path.join(data_dir, "multi30k")]
     if os.environ.get(DATA_ENV_VAR):
-        folders.append(os.path.join(os.environ[DATA_ENV_VAR], "multi30k"))
-    return folders
+        return [os.path.join(os.environ[DATA_ENV_VAR], "multi30k")]
+    return []
 
 
 def _cache_folder(cache_dir):

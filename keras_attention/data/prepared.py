@@ -15,23 +15,17 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.base.corpus_files import MANIFEST, is_prepared, sha256_of
 from keras_attention.base.options import BUCKET_METHODS, DEFAULT_BUCKET_METHOD
 from keras_attention.base.validation import check_choice, check_positive_int
 from keras_attention.data.bucketing import batch_by_length, bucket_sizes, final_boundaries, min_padding_boundaries
-from keras_attention.data.corpus_files import sha256_of
 from keras_attention.data.text_files import logger
 from keras_attention.data.tokenizers import SubwordTokenizer
 
-MANIFEST = "manifest.json"
 FORMAT = "keras-attention prepared corpus"
 VERSION = 1
 SOURCE_VOCAB, TARGET_VOCAB = "source.vocab", "target.vocab"
 AUTOTUNE = tf.data.AUTOTUNE
-
-
-def is_prepared(folder):
-    """True if `folder` holds a prepared corpus (its manifest)."""
-    return folder is not None and os.path.isfile(os.path.join(os.fspath(folder), MANIFEST))
 
 
 class PreparedCorpus:

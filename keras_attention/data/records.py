@@ -28,9 +28,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.base.corpus_files import sha256_of
 from keras_attention.base.options import SHARD_SIZE
 from keras_attention.base.validation import check_positive_int
-from keras_attention.data.corpus_files import sha256_of
 from keras_attention.data.pipeline import _max_lengths
 from keras_attention.data.prepared import (
     AUTOTUNE,

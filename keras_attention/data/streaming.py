@@ -25,7 +25,7 @@ import re
 
 import tensorflow as tf
 
-from keras_attention.data.corpus_files import check_alignment, count_lines, expand_files, is_gzip
+from keras_attention.base.corpus_files import check_alignment, count_lines, expand_files, is_gzip
 
 _BATCH = 1024
 # What a strict-mode failure says, so that it can be found in TensorFlow's error text.

@@ -11,7 +11,7 @@ import logging
 import os
 import zlib
 
-from keras_attention.data.corpus_files import GZIP_MAGIC
+from keras_attention.base.corpus_files import GZIP_MAGIC
 
 logger = logging.getLogger("keras_attention.data")
 

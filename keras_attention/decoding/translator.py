@@ -124,7 +124,7 @@ class Translator(tf.Module):
         ids = tf.concat([start, tf.cast(pieces, tf.int32), end], axis=1)  # ragged (B, None)
         return ids.to_tensor(default_value=tok.pad_id), lengths
 
-    def decode_ids(self, source_ids, options=None, return_attention=False, **settings):
+    def decode_ids(self, source_ids, options=None, *, return_attention=False, **settings):
         """Source ids `(B, S)` -> the decoding result (tokens, scores, attention).
 
         `options` and `settings` as in `translate`. With `jit_compile`,
@@ -234,7 +234,7 @@ class Translator(tf.Module):
         truncated = int(np.sum(lengths.numpy() > self.max_source_length))
         warn_truncated(truncated, len(sentences), self.max_source_length)
         if options.method == "sample":  # eager, so that `seed` gives the same draws as it always has
-            result = self.decode_ids(ids, options, return_attention)
+            result = self.decode_ids(ids, options, return_attention=return_attention)
         else:
             result = self._decoder(options, return_attention)(ids)
         tokens = np.asarray(result.tokens)

@@ -83,6 +83,9 @@ def export(translator, path, options=None, version=None, jit_compile=False, **se
     if not isinstance(jit_compile, bool):
         raise ValueError(f"`jit_compile` must be True or False. Received: jit_compile={jit_compile!r}")
     path = os.fspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{path} is a file; a SavedModel export goes into a folder (TF Serving's model base "
+                         "folder): give a new or existing folder.")
     version = _version(path, version)
     os.makedirs(path, exist_ok=True)
     # Write into a hidden folder and rename it at the end: TF Serving watches
@@ -108,7 +111,8 @@ def export(translator, path, options=None, version=None, jit_compile=False, **se
             tf.saved_model.save(module, staging, signatures=signatures)
         metadata = {
             "method": options.method,
-            **options.settings(),
+            "beam_size": options.beam_size,  # as 0.3 wrote them, whatever the method
+            "length_penalty": options.length_penalty,
             "max_length": options.max_length,
             "max_source_length": serving.max_source_length,
             "jit_compile": jit_compile,

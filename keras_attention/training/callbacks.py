@@ -28,14 +28,15 @@ class BleuCallback(keras.callbacks.Callback):
         options: a `decoding.DecodingOptions`, or a method name. Defaults to
             None (greedy).
         verbose: bool. Print the scores and one example. Defaults to True.
+        **settings: fields of `DecodingOptions` that replace those of `options`.
     """
 
-    def __init__(self, translator, pairs, frequency=1, options=None, verbose=True):
+    def __init__(self, translator, pairs, frequency=1, options=None, verbose=True, **settings):
         super().__init__()
         self.translator = translator
         self.pairs = list(pairs)
         self.frequency = frequency
-        self.options = decoding_options(options)
+        self.options = decoding_options(options, **settings)
         self.verbose = verbose
 
     def on_epoch_end(self, epoch, logs=None):

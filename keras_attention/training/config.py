@@ -1,9 +1,12 @@
 """`TrainConfig`: every setting of a training job, checked when it is made."""
 
 import dataclasses
+import os
 
+from keras_attention.base.corpus_files import expand_files
 from keras_attention.base.options import (BUCKET_METHODS, DATASETS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES,
-                                          MODEL_KINDS, PRECISIONS, PRESET_NAMES, STRATEGIES, check_options)
+                                          MODEL_KINDS, PRECISIONS, PRESET_NAMES, STRATEGIES, check_multi30k_languages,
+                                          check_options)
 from keras_attention.base.validation import check_choice
 
 
@@ -168,6 +171,8 @@ class TrainConfig:
         check_choice("dataset", self.dataset, DATASETS)
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("strategy", self.strategy, STRATEGIES)
+        if self.dataset == "multi30k":
+            check_multi30k_languages(self.source, self.target)
         check_choice("bucket_method", self.bucket_method, BUCKET_METHODS)
         check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
         if not (isinstance(self.jit_compile, bool) or self.jit_compile == "auto"):
@@ -185,3 +190,15 @@ class TrainConfig:
         if self.share_embeddings and not self.joint_vocabulary and self.dataset != "prepared":
             raise ValueError("--share-embeddings needs one vocabulary for both languages: add "
                              "--joint-vocabulary. Received: separate vocabularies")
+
+    def check_paths(self):
+        """Raise a one-line error naming a file or folder this config names that does not exist.
+
+        Reads no file and starts no TensorFlow: `train` and `prepare` call it
+        first, and the command line before TensorFlow's seconds of import.
+        """
+        if self.data_dir is not None and self.dataset != "tfds" and not os.path.isdir(self.data_dir):  # TFDS makes it
+            raise FileNotFoundError(f"{self.data_dir}: no such folder (data_dir, --data-dir).")
+        for name in ("train_files", "valid_files", "test_files"):
+            if getattr(self, name):
+                expand_files(getattr(self, name), name)

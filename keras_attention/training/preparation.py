@@ -41,6 +41,7 @@ def prepare(config, output_dir, shard_size=SHARD_SIZE, overwrite=False):
     """
     if config.dataset == "prepared":
         raise ValueError("The data is already prepared. Received: --dataset prepared")
+    config.check_paths()
     check_output(output_dir, overwrite)  # before the corpus is read: a refusal costs nothing
     try:
         return _prepare(config, output_dir, shard_size, overwrite)

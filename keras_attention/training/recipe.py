@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from keras_attention import data
 from keras_attention.base.files import write_json
+from keras_attention.base.options import PEAK_LEARNING_RATE, RNN_LEARNING_RATE, WARMUP_FRACTION
 from keras_attention.base.tensorflow_only import require_tensorflow
 from keras_attention.decoding.translator import Translator
 from keras_attention.models import build_model
@@ -45,9 +46,6 @@ from keras_attention.training.optimizers import Adam
 from keras_attention.training.run_folder import RunFolder
 from keras_attention.training.schedules import TransformerSchedule
 
-# The Transformer schedule's peak rate when the configuration gives none.
-DEFAULT_PEAK = 1e-3
-
 # `TrainConfig` and `load_splits` live in `training.config` and `training.corpus`; here too, for scripts.
 __all__ = ["TrainConfig", "build_and_compile", "compile_for_training", "load_splits", "train", "training_data"]
 
@@ -58,9 +56,9 @@ def compile_for_training(model, config, steps_per_epoch, jit_compile):
         rate = config.learning_rate
     elif config.model == "transformer":
         total = steps_per_epoch * config.epochs
-        warmup = config.warmup_steps or max(1, total // 20)
-        # The peak rate is the configured one (1e-3 by default) whatever the warm-up length.
-        peak = config.peak_learning_rate or DEFAULT_PEAK
+        warmup = config.warmup_steps or max(1, int(total * WARMUP_FRACTION))
+        # The peak rate is the configured one whatever the warm-up length.
+        peak = config.peak_learning_rate or PEAK_LEARNING_RATE
         if config.lr_schedule == "cosine":
             # The warm-up as TransformerSchedule's: iteration i (from 0) at peak * (i + 1) / warmup, the peak at
             # iteration warmup - 1, where Keras' cosine starts; it reaches zero at iteration `total`.
@@ -69,7 +67,7 @@ def compile_for_training(model, config, steps_per_epoch, jit_compile):
         else:
             rate = TransformerSchedule.with_peak(model.d_model, warmup, peak)
     else:
-        rate = 1e-3
+        rate = RNN_LEARNING_RATE
     # Our Adam clips the gradient of the global batch, not each replica's share.
     optimizer = Adam(rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=1.0)
     model.compile(
@@ -104,6 +102,7 @@ def train(config, verbose=1):
             (file and line named).
     """
     require_tensorflow("The training recipe (`train`)")
+    config.check_paths()  # a missing file or folder: one line, before anything starts
     try:
         return _train(config, verbose)
     except tf.errors.InvalidArgumentError as error:
@@ -122,7 +121,8 @@ def _train(config, verbose):
     output_dir = config.output_dir
     if not distribution.is_chief(strategy):
         output_dir = os.path.join(output_dir, distribution.task_name(strategy))
-    folder = RunFolder(output_dir, resume=config.resume, overwrite=config.overwrite)
+    folder = RunFolder(output_dir, resume=config.resume, overwrite=config.overwrite,
+                       shared=distribution.num_workers(strategy) > 1)  # the other workers' folders are inside
     if folder.restarted:
         print(f"{output_dir} holds a run stopped before its first backup: starting it again "
               f"(its files wait in {folder.set_aside} until this run finishes).")

@@ -26,18 +26,28 @@ PREVIOUS = ".previous-run"
 class RunFolder:
     """Claim `path` for a run (see the module docstring); `finished()` or `failed()` at the end."""
 
-    def __init__(self, path, resume=False, overwrite=False):
+    def __init__(self, path, resume=False, overwrite=False, shared=False):
+        """`shared`: other processes write folders of their own inside `path` (the workers of a
+        multi-worker run), so files that are not a run's do not make it refuse the folder."""
         if resume and overwrite:
             raise ValueError("Give at most one of resume and overwrite (--resume, --overwrite). "
                              "Received: both")
         self.path = os.fspath(path)
         self.paths = RunPaths(self.path)  # where each part of the run goes
-        self.created = not os.path.exists(self.path)
+        if os.path.exists(self.path) and not os.path.isdir(self.path):
+            raise ValueError(f"{self.path} is a file; the output of a run is a folder: give a new or empty one.")
+        self.created = _missing_folders(self.path)  # what this run makes, deepest first
         previous = os.path.join(self.path, PREVIOUS)
         if os.path.exists(previous):
             raise ValueError(f"{previous} holds a run that an interrupted --overwrite set aside: "
                              f"move its contents back into {self.path} or delete it, then run again.")
         held = self.entries()
+        # A log written beside the run (`train ... > OUTPUT/train.log`) and hidden entries are no one's data.
+        others = sorted(name for name in os.listdir(self.path) if name not in RUN_ENTRIES
+                        and not name.startswith(".") and not name.endswith(".log")) if not self.created else []
+        if not held and others and not shared:
+            raise ValueError(f"{self.path} holds files that are not a run ({', '.join(others[:3])}"
+                             f"{', ...' if len(others) > 3 else ''}): give a new or empty folder.")
         if held and not (resume or overwrite):
             raise ValueError(f"{self.path} already holds a run ({', '.join(held)}): pass --resume to continue "
                              "it (with more --epochs to extend a finished one) or --overwrite to start again.")
@@ -81,8 +91,21 @@ class RunFolder:
             return
         for name in set(self.entries()) - set(self.held):
             _remove(os.path.join(self.path, name))
-        if self.created and not os.listdir(self.path):
-            os.rmdir(self.path)
+        for folder in self.created:  # the folders this run made, if it left nothing in them
+            if os.path.isdir(folder) and not os.listdir(folder):
+                os.rmdir(folder)
+
+
+def _missing_folders(path):
+    """`path` and those of its parent folders that do not exist yet, deepest first."""
+    missing = []
+    while path and not os.path.exists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
 
 
 def _remove(path):

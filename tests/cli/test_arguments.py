@@ -28,7 +28,7 @@ def test_verbose_before_or_after_the_command(argv):
 
 def test_the_old_order_still_parses_and_verbose_is_in_each_help():
     args = parse_command_line(["--verbose", "translate", "--beam-size", "2", "runs/x", "hi"])
-    assert (args.verbose, options_from_args(args).beam_size, args.sentences) == (True, 2, ["hi"])
+    assert (args.verbose, args.decoding_beam_size, args.sentences) == (True, 2, ["hi"])
     assert "--verbose" in _commands()["translate"].format_help()
 
 
@@ -109,7 +109,8 @@ def test_every_option_says_what_it_does_and_its_default():
             if isinstance(action, argparse._HelpAction) or not action.option_strings:
                 continue
             help = formatter._get_help_string(action)
-            if not action.help or (action.default not in (None, False, argparse.SUPPRESS) and "default" not in help):
+            shown = action.default is not None and action.default is not False and action.default != argparse.SUPPRESS
+            if not action.help or (shown and "default:" not in help):
                 missing.append(f"{name} {action.option_strings[-1]}")
     assert missing == []
     translate = " ".join(_commands()["translate"].format_help().split())

@@ -180,3 +180,27 @@ def test_a_folder_without_a_translator_is_refused_before_tensorflow_starts(world
                               text=True, timeout=120)
         assert done.stdout.strip() == "2 []", (done.stdout, done.stderr[-2000:])
         _one_error_line(done.stderr, words)
+
+
+PROGRAM = ("import sys; from keras_attention.cli import main; code = main(sys.argv[1:]); "
+           "print(code, [m for m in ('tensorflow', 'keras') if m in sys.modules])")
+
+
+@pytest.mark.parametrize("command, words", [
+    (lambda w: ["train", "--dataset", "files", "--train-files", str(w / "missing.en"), str(w / "missing.de")],
+     "missing.en: no such file"),
+    (lambda w: ["train", "--data-dir", str(w / "nowhere")], "nowhere: no such folder"),
+    (lambda w: ["train", "--source", "en", "--target", "en"], "must be different languages"),
+    (lambda w: ["train", "--model", "transformer", "--precision", "float32", "--target", "xx"], "target='xx'"),
+    (lambda w: ["prepare", "--dataset", "files", "--train-files", str(w / "a.en"), str(w / "missing.de")],
+     "missing.de: no such file"),
+], ids=["train file", "data dir", "same languages", "unknown language", "prepare file"])
+def test_a_bad_corpus_is_refused_before_tensorflow_starts(command, words, tmp_path):
+    """Checks that need no TensorFlow come before its seconds of import, and leave no folder behind."""
+    (tmp_path / "a.en").write_text("a\n", encoding="utf-8")
+    output = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-c", PROGRAM, *command(tmp_path), "--output", str(output)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "2 []", (done.stdout, done.stderr[-2000:])
+    _one_error_line(done.stderr, words)
+    assert not output.exists()

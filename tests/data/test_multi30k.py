@@ -83,7 +83,7 @@ def copy_val(multi30k_dir, folder, first_line=None):
             f.write("\n".join(lines))
 
 
-def test_lookup_order_data_dir_then_env_then_cache(multi30k_dir, tmp_path, monkeypatch):
+def test_lookup_order_data_dir_alone_else_env_then_cache(multi30k_dir, tmp_path, monkeypatch):
     copy_val(multi30k_dir, tmp_path / "mine", first_line="from data_dir")
     copy_val(multi30k_dir, tmp_path / "env" / "multi30k", first_line="from env")
     monkeypatch.setenv(DATA_ENV_VAR, str(tmp_path / "env"))
@@ -97,9 +97,12 @@ def test_lookup_order_data_dir_then_env_then_cache(multi30k_dir, tmp_path, monke
     assert first(data_dir=tmp_path / "mine") == "from data_dir"
     # A data_dir may also be the parent of multi30k/.
     assert first(data_dir=tmp_path / "env") == "from env"
-    assert first(data_dir=tmp_path / "elsewhere") == "from env"
+    # A data_dir without the files is an error, not a reason to read another copy.
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"elsewhere: holds no Multi30k val\.en\.gz"):
+        load_multi30k("en", "de", "val", base_url=unreachable, data_dir=tmp_path / "elsewhere")
     assert first() == "from env"
-    # Not in data_dir nor the env folder: the Keras cache, checked by sha256.
+    # No data_dir, nothing in the env folder: the Keras cache, checked by sha256.
     monkeypatch.delenv(DATA_ENV_VAR)
     cache = tmp_path / "keras_home"
     copy_val(multi30k_dir, cache / "datasets" / "multi30k")

@@ -114,15 +114,22 @@ def test_decoding_options_reads_a_method_name_settings_and_none():
 ])
 def test_the_command_lines_flags_give_the_same_options(argv, defaults):
     assert options_from_args(parse_command_line(argv), defaults) == defaults
-    every = ["--method", "sample", "--beam-size", "3", "--length-penalty", "1.5", "--temperature", "0.7",
-             "--top-k", "5", "--top-p", "0.9", "--seed", "11"]
     if argv[0] == "translate":
-        args = parse_command_line([*argv, *every])
-        assert options_from_args(args) == DecodingOptions(method="sample", beam_size=3, length_penalty=1.5,
-                                                          temperature=0.7, top_k=5, top_p=0.9, seed=11)
+        sample = ["--method", "sample", "--temperature", "0.7", "--top-k", "5", "--top-p", "0.9", "--seed", "11"]
+        assert options_from_args(parse_command_line([*argv, *sample])) == DecodingOptions(
+            method="sample", temperature=0.7, top_k=5, top_p=0.9, seed=11)
+        beam = ["--method", "beam", "--beam-size", "3", "--length-penalty", "1.5"]
+        assert options_from_args(parse_command_line([*argv, *beam])) == DecodingOptions(
+            method="beam", beam_size=3, length_penalty=1.5)
+        # A setting the method would ignore is refused, not dropped in silence.
+        with pytest.raises(ValueError, match=r"--beam-size --top-k: settings of --method beam, not of --method "
+                                             r"greedy; add --method beam"):
+            options_from_args(parse_command_line([*argv, "--beam-size", "8", "--top-k", "3"]))
     if argv[0] == "export":
-        args = parse_command_line([*argv, "--method", "greedy", "--max-length", "12", "--beam-size", "2"])
-        assert options_from_args(args, EXPORT_DEFAULTS) == DecodingOptions(beam_size=2, max_length=12)
+        args = parse_command_line([*argv, "--method", "greedy", "--max-length", "12"])
+        assert options_from_args(args, EXPORT_DEFAULTS) == DecodingOptions(max_length=12)
+        args = parse_command_line([*argv, "--beam-size", "2"])  # export's method: beam
+        assert options_from_args(args, EXPORT_DEFAULTS) == EXPORT_DEFAULTS.replace(beam_size=2)
 
 
 def test_each_flags_help_shows_the_options_default():

@@ -220,6 +220,9 @@ def test_export_arguments_and_versions(translator, tmp_path):
         export(translator, str(base), max_length=500)  # longer than the model's positions
     with pytest.raises(ValueError, match="translator="):
         export(translator.model, str(base))
+    (tmp_path / "file.txt").write_text("not a folder")
+    with pytest.raises(ValueError, match="file.txt is a file; a SavedModel export goes into a folder"):
+        export(translator, str(tmp_path / "file.txt"))
     path = export(translator, str(base), method="greedy", max_length=8)  # the next version
     assert path == str(base / "6") and sorted(os.listdir(base)) == ["1", "5", "6", "notes"]
     short = tf.saved_model.load(path).signatures["translate_ids"]

@@ -136,3 +136,25 @@ def test_cli_train_refuses_then_overwrites(tmp_path, capsys, tiny_run):
     after = snapshot(run)
     assert PREVIOUS not in os.listdir(run)
     assert after["translator/model.keras"] != before["translator/model.keras"]
+
+
+def test_a_folder_of_other_files_or_a_file_is_refused_untouched(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("chapter 1")
+    before = snapshot(tmp_path)
+    for options in ({}, {"resume": True}, {"overwrite": True}):
+        with pytest.raises(ValueError, match=r"mine holds files that are not a run \(thesis.tex\): give a new"):
+            RunFolder(tmp_path / "mine", **options)
+    with pytest.raises(ValueError, match="thesis.tex is a file"):
+        RunFolder(tmp_path / "mine" / "thesis.tex")
+    assert snapshot(tmp_path) == before
+    RunFolder(tmp_path / "mine", shared=True).finished()  # a multi-worker run's chief: the workers' folders inside
+
+
+def test_a_failed_run_removes_the_folders_it_made(tmp_path):
+    (tmp_path / "keep").mkdir()
+    folder = RunFolder(tmp_path / "keep" / "new" / "deeper" / "run")
+    assert (tmp_path / "keep" / "new" / "deeper" / "run").is_dir()
+    (tmp_path / "keep" / "new" / "deeper" / "run" / "history.csv").write_text("epoch\n")
+    folder.failed()
+    assert os.listdir(tmp_path / "keep") == []  # new/, deeper/ and run/ go; keep/ was there before

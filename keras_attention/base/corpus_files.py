@@ -109,3 +109,12 @@ def check_alignment(source_files, target_files):
     if not sum(counts):
         raise ValueError(f"{source_files[0]}: the corpus is empty (no text lines).")
     return counts
+
+
+# The file that makes a folder a prepared corpus (`keras-attention prepare`, `data.PreparedCorpus`).
+MANIFEST = "manifest.json"
+
+
+def is_prepared(folder):
+    """True if `folder` holds a prepared corpus (its manifest)."""
+    return folder is not None and os.path.isfile(os.path.join(os.fspath(folder), MANIFEST))
