@@ -160,3 +160,18 @@ def test_results_report_the_start_up(demo_dir):
     # The quick demo trains without XLA: batches padded to their longest pair, at most a shape each.
     assert 1 <= shapes["train"] <= results["steps_per_epoch"]
     assert shapes["validation"] >= 1
+
+
+def test_the_xla_cache_is_used_only_when_compiling_and_not_refused(tiny_run, tmp_path, monkeypatch):
+    # Which folder each command would keep its XLA programs in (the cache itself: tests/cli/test_quiet.py).
+    from keras_attention.cli import commands
+
+    folders = []
+    monkeypatch.setattr(commands, "use_xla_cache", folders.append)
+    monkeypatch.setattr(commands, "_translate", lambda args: 0)
+    translate = ["translate", str(tiny_run / "translator"), "3 March 1999"]
+    assert main([*translate, "--jit-compile", "--xla-cache", str(tmp_path / "xla")]) == 0
+    assert main([*translate, "--jit-compile"]) == 0
+    assert main([*translate, "--jit-compile", "--no-xla-cache"]) == 0
+    assert main(translate) == 0
+    assert folders == [str(tmp_path / "xla"), None]
