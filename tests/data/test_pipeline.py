@@ -86,8 +86,8 @@ def test_truncate_keeps_every_pair(val_pairs, de_tokenizer, en_tokenizer):
     assert sorted(r[2] for r in found) == sorted((*y[:9], 3) for _, y in expected)
 
 
-def test_bucketing_pads_less(de_tokenizer, en_tokenizer):
-    pairs = load_multi30k("de", "en", "train")
+def test_bucketing_pads_less(val_pairs, de_tokenizer, en_tokenizer):
+    pairs = val_pairs
     common = dict(batch_size=64, max_length=64, shuffle=True, seed=3)
     plain = make_translation_dataset(pairs, de_tokenizer, en_tokenizer, **common)
     bucketed, stats = make_translation_dataset(
@@ -95,7 +95,7 @@ def test_bucketing_pads_less(de_tokenizer, en_tokenizer):
     )
     plain_fraction, bucket_fraction = padding_fraction(plain), padding_fraction(bucketed)
     print(
-        f"\nMulti30k train de->en, batch 64: padding {plain_fraction:.1%} of ids without "
+        f"\nMulti30k validation de->en, batch 64: padding {plain_fraction:.1%} of ids without "
         f"buckets, {bucket_fraction:.1%} with boundaries {auto_bucket_boundaries(stats.lengths)}"
         f" (ratio {bucket_fraction / plain_fraction:.2f})"
     )

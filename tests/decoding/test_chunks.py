@@ -7,6 +7,8 @@ from keras_attention.decoding import chunks
 from keras_attention.decoding.chunks import _live_rows, chunk_rooms
 from tests.decoding.decoding_helpers import REAL_MODELS, START, VOCAB, build_real_model
 
+STEPS = 10  # the longest decode: four chunks of (at most) 3 steps, every chunk a shape XLA compiles
+
 
 def varied_source(rows=7, seed=3):
     """Source rows of several lengths (0 is padding)."""
@@ -31,8 +33,8 @@ def end_id_that_ends_rows_at_different_steps(model, source, max_length):
 
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch):
-    # Chunks of 3 steps and a first cache room of 4, so that a 20-token decode
-    # crosses several chunk boundaries and cache growths (4 -> 8 -> 16 -> 20).
+    # Chunks of 3 steps and a first cache room of 4, so that a decode of `STEPS` tokens
+    # crosses several chunk boundaries and cache growths, the last one capped (4 -> 8 -> 10).
     monkeypatch.setattr(chunks, "CHUNK_STEPS", 3)
     monkeypatch.setattr(chunks, "FIRST_ROOM", 4)
 
@@ -59,12 +61,12 @@ def test_live_rows(done, expected):
 @pytest.mark.parametrize("name", REAL_MODELS)
 def test_chunked_greedy_decoding_equals_one_loop(name):
     model, source = build_real_model(name), varied_source()
-    end_id = end_id_that_ends_rows_at_different_steps(model, source, 20)
+    end_id = end_id_that_ends_rows_at_different_steps(model, source, STEPS)
     attention = name != "rnn_none"  # the fixed-vector RNN has none
-    whole = greedy_decode(model, source, START, end_id, 20, return_attention=attention)
+    whole = greedy_decode(model, source, START, end_id, STEPS, return_attention=attention)
     lengths = whole.lengths.numpy()
     assert len(set(lengths.tolist())) > 2  # rows end in different chunks
-    chunked = greedy_decode(model, source, START, end_id, 20, return_attention=attention, chunked=True)
+    chunked = greedy_decode(model, source, START, end_id, STEPS, return_attention=attention, chunked=True)
     np.testing.assert_array_equal(chunked.tokens.numpy(), whole.tokens.numpy())
     np.testing.assert_array_equal(chunked.lengths.numpy(), lengths)
     np.testing.assert_allclose(chunked.scores.numpy(), whole.scores.numpy(), atol=1e-5)
@@ -77,10 +79,10 @@ def test_chunked_greedy_decoding_equals_one_loop(name):
 def test_chunked_beam_search_equals_one_loop(name, complete_beam):
     # The Transformers keep their own beam layout, the RNN the repeated one.
     model, source = build_real_model(name), varied_source()
-    end_id = end_id_that_ends_rows_at_different_steps(model, source, 20)
+    end_id = end_id_that_ends_rows_at_different_steps(model, source, STEPS)
     options = dict(beam_size=3, complete_beam=complete_beam, return_attention=True)
-    whole = beam_search(model, source, START, end_id, 20, **options)
-    chunked = beam_search(model, source, START, end_id, 20, chunked=True, **options)
+    whole = beam_search(model, source, START, end_id, STEPS, **options)
+    chunked = beam_search(model, source, START, end_id, STEPS, chunked=True, **options)
     if complete_beam:  # every hypothesis is exact
         expected, got = whole, chunked
     else:  # the best is exact; the other slots are as they were when the row stopped
@@ -92,12 +94,12 @@ def test_chunked_beam_search_equals_one_loop(name, complete_beam):
 
 def test_chunked_decoding_in_a_graph_of_unknown_shapes():
     model, source = build_real_model("transformer_pre"), varied_source()
-    end_id = end_id_that_ends_rows_at_different_steps(model, source, 20)
-    expected = beam_search(model, source, START, end_id, 20, beam_size=2).best().tokens.numpy()
+    end_id = end_id_that_ends_rows_at_different_steps(model, source, STEPS)
+    expected = beam_search(model, source, START, end_id, STEPS, beam_size=2).best().tokens.numpy()
     decode = tf.function(
-        lambda s: beam_search(model, s, START, end_id, 20, beam_size=2, chunked=True).best().tokens,
+        lambda s: beam_search(model, s, START, end_id, STEPS, beam_size=2, chunked=True).best().tokens,
         input_signature=[tf.TensorSpec([None, None], tf.int32)],
     )
     np.testing.assert_array_equal(decode(source).numpy(), expected)
     np.testing.assert_array_equal(decode(source[:2]).numpy(), expected[:2])
-    assert decode(source[:0]).shape == (0, 20)  # an empty batch, through every chunk
+    assert decode(source[:0]).shape == (0, STEPS)  # an empty batch, through every chunk

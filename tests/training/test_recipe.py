@@ -9,6 +9,8 @@ from keras_attention.decoding.translator import Translator
 from keras_attention.serving import export
 from keras_attention.training.recipe import TrainConfig, train
 
+pytestmark = pytest.mark.xdist_group("recipe")  # one worker: `shared_run` is trained once
+
 SENTENCES = ["3 January 2021", "Sunday, January 3rd, 2021", "dimanche 3 janvier 2021", "1/3/2021"]
 
 
