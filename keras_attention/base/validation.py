@@ -89,3 +89,17 @@ def check_rank(name, tensor_shape, ranks):
         raise ValueError(
             f"`{name}` must have rank {wanted}. Received: {name}.shape={tuple(tensor_shape)}"
         )
+
+
+class TruncationWarning(UserWarning):
+    """Sentences longer than a translator's `max_source_length` were cut to it (warned once a call).
+
+    Carries the figures, so that a caller can sum a run's warnings into one
+    line (the command line does): `truncated` of `total` sentences, cut to
+    `max_source_length` tokens.
+    """
+
+    def __init__(self, truncated, total, max_source_length):
+        super().__init__(f"{truncated} of {total} sentences are longer than max_source_length={max_source_length} "
+                         "tokens and were truncated.")
+        self.truncated, self.total, self.max_source_length = truncated, total, max_source_length

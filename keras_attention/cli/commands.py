@@ -5,9 +5,11 @@ import os
 import re
 import sys
 import threading
+import warnings
 
 from keras_attention.base.files import RunPaths, read_translator_config, translator_folder
 from keras_attention.base.tensorflow_only import BackendError, require_tensorflow
+from keras_attention.base.validation import TruncationWarning
 from keras_attention.base.xla_cache import use_xla_cache
 from keras_attention.cli.arguments import DEFAULT_SOURCE, DEFAULT_TARGET, parse_command_line
 from keras_attention.cli.configs import config_from_args, corpus_config, data_config
@@ -47,7 +49,7 @@ def main(argv=None):
     args = parse_command_line(sys.argv[1:] if argv is None else argv)
     quiet = contextlib.nullcontext() if args.verbose or argv is not None else _without_tensorflow_log_lines()
     try:
-        with quiet, resend_dropped_ctrl_c():
+        with quiet, resend_dropped_ctrl_c(), _one_truncation_line():
             return _run(args)
     except (ValueError, FileNotFoundError, OSError, ImportError, BackendError) as error:
         print(f"keras-attention {args.command}: error: {error}", file=sys.stderr)
@@ -55,6 +57,33 @@ def main(argv=None):
     except KeyboardInterrupt:
         print(f"\nkeras-attention {args.command}: interrupted{_how_to_go_on(args)}", file=sys.stderr)
         return 130  # 128 + SIGINT, as shells report it
+
+
+@contextlib.contextmanager
+def _one_truncation_line():
+    """The command's truncation warnings (a translator gives one a call: every BLEU pass, every batch) summed
+    into one line at its end; other warnings pass as they are."""
+    counts = {"truncated": 0, "total": 0, "limits": set()}
+    show = warnings.showwarning
+
+    def count(message, category, *args, **kwargs):
+        if not isinstance(message, TruncationWarning):
+            return show(message, category, *args, **kwargs)
+        counts["truncated"] += message.truncated
+        counts["total"] += message.total
+        counts["limits"].add(message.max_source_length)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", TruncationWarning)
+        warnings.showwarning = count
+        try:
+            yield
+        finally:
+            if counts["truncated"]:
+                limit = "/".join(str(n) for n in sorted(counts["limits"]))
+                print(f"warning: {counts['truncated']:,} of the {counts['total']:,} sentences translated were "
+                      f"longer than the translator's max_source_length={limit} tokens and were truncated",
+                      file=sys.stderr)
 
 
 # TensorFlow's C++ log lines ("I0000 00:00:1795602961.909271  3047 port.cc:153] ...") and

@@ -13,7 +13,7 @@ import tensorflow as tf
 from keras_attention import __version__
 from keras_attention.base.files import read_translator_config, replaced_atomically, translator_folder, write_json
 from keras_attention.base.tensorflow_only import require_tensorflow
-from keras_attention.base.validation import check_positive_int
+from keras_attention.base.validation import TruncationWarning, check_positive_int
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.decoding.beam import beam_search
 from keras_attention.decoding.greedy import greedy_decode
@@ -317,8 +317,7 @@ def _load_model(path):
 def warn_truncated(truncated, total, max_source_length):
     """The warning for sources cut to `max_source_length` tokens (none if `truncated` is 0)."""
     if truncated:
-        warnings.warn(f"{truncated} of {total} sentences are longer than max_source_length={max_source_length} "
-                      "tokens and were truncated.", stacklevel=3)
+        warnings.warn(TruncationWarning(truncated, total, max_source_length), stacklevel=3)
 
 
 def with_blanks(translation, filled, size):

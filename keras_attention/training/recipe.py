@@ -24,6 +24,7 @@ from keras_attention.training.callbacks import (
     BleuCallback,
     CorpusReportCallback,
     EpochCheckpoints,
+    EpochLine,
     EpochTimer,
     StepTimer,
     TimeLimit,
@@ -237,7 +238,8 @@ def _callbacks(config, prepared, translator, paths, resumed_from, verbose):
         time_limit = TimeLimit(config.time_limit_minutes,
                                _earlier_training_seconds(paths.history, resumed_from, prepared.steps_per_epoch))
         callbacks.append(time_limit)
-    callbacks += [keras.callbacks.CSVLogger(paths.history, append=resumed_from > 0), keras.callbacks.TerminateOnNaN()]
+    callbacks += [keras.callbacks.CSVLogger(paths.history, append=resumed_from > 0), keras.callbacks.TerminateOnNaN(),
+                  EpochLine()]  # Keras' progress line without the times and BLEU, which get lines of their own
     return callbacks, step_timer, report_callback, time_limit
 
 

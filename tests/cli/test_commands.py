@@ -165,3 +165,29 @@ def test_the_xla_cache_is_used_only_when_compiling_and_not_refused(tiny_run, tmp
     assert main([*translate, "--jit-compile", "--no-xla-cache"]) == 0
     assert main(translate) == 0
     assert folders == [str(tmp_path / "xla"), None]
+
+
+def test_truncations_are_one_line_at_the_end_of_the_command(tiny_run, capsys):
+    # The tiny run's translator reads at most 32 source tokens; each of these has more.
+    long = " ".join(["Tuesday, 3 March 1999"] * 12)
+    assert main(["translate", str(tiny_run / "translator"), long, "4 May 2001", long]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["warning: 2 of the 3 sentences translated were longer than the translator's "
+                                "max_source_length=32 tokens and were truncated"]
+
+
+def test_one_truncation_line_sums_the_warnings_and_lets_others_pass(capsys):
+    import warnings
+
+    from keras_attention.base.validation import TruncationWarning
+    from keras_attention.cli.commands import _one_truncation_line
+
+    with pytest.warns(UserWarning) as passed:
+        with _one_truncation_line():
+            warnings.warn(TruncationWarning(2, 10, 24))
+            warnings.warn(TruncationWarning(3, 1000, 24))
+            warnings.warn("something else")
+    assert [str(w.message) for w in passed] == ["something else"]  # to the handler there was
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: 5 of the 1,010 sentences translated were longer than the translator's max_source_length=24 "
+        "tokens and were truncated"]

@@ -1,5 +1,5 @@
 """`EpochTimer` logs each epoch's seconds and its validation's, also into a CSVLogger placed after it; `StepTimer`
-finds the slow steps; `TimeLimit` stops a run before the epoch that would end past its budget."""
+finds the slow steps; `EpochLine` keeps the times and BLEU out of Keras' line; `TimeLimit` stops a run before the epoch that would end past its budget."""
 
 import csv
 import time
@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attention.training.callbacks import EpochTimer
+from keras_attention.training.callbacks import EpochLine, EpochTimer
 
 
 class _Sleep(keras.callbacks.Callback):
@@ -187,3 +187,32 @@ def test_time_limit_does_not_claim_the_last_epoch_and_needs_the_timer():
             TimeLimit(minutes)
     with pytest.raises(ValueError, match=r"`window` must be an integer >= 1. Received: window=0"):
         TimeLimit(1, window=0)
+
+
+class _FakeBleu(keras.callbacks.Callback):
+    """Adds what `BleuCallback` adds to the epoch logs, without decoding."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs.update(val_bleu=0.0, val_bleu_lowercase=0.0, val_chrf=7.5, bleu_seconds=0.5)
+
+
+@pytest.mark.parametrize("verbose", [2, 0])
+def test_epoch_line_prints_the_metrics_then_the_times_and_keeps_them_in_the_history(verbose, capsys):
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    x, y = np.ones((8, 2), "float32"), np.ones((8, 1), "float32")
+    history = model.fit(x, y, batch_size=4, epochs=2, validation_data=(x, y), verbose=verbose,
+                        callbacks=[_FakeBleu(), EpochTimer(), EpochLine()]).history
+    assert {"epoch_seconds", "validation_seconds", "bleu_seconds", "val_bleu", "val_chrf"} <= set(history)
+    lines = capsys.readouterr().out.splitlines()
+    if not verbose:
+        assert lines == []
+        return
+    metrics = [line for line in lines if " - loss: " in line]
+    assert len(metrics) == 2
+    for line in metrics:
+        assert "val_loss: " in line and "seconds" not in line and "bleu" not in line and "chrf" not in line
+    times = [line for line in lines if line.startswith("epoch ")]
+    assert len(times) == 2 and times[0].startswith("epoch 1: ") and times[1].startswith("epoch 2: ")
+    assert times[0].endswith("s validation, 0.5 s BLEU") and "of which" in times[0]
+    assert lines.index(times[0]) == lines.index(metrics[0]) + 1  # right under its epoch's line
