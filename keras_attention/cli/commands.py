@@ -200,6 +200,7 @@ def _explain(args):
 
 
 def _evaluate(args):
+    data_config(args).check_paths(args.split)  # before TensorFlow's seconds of import
     from keras_attention.training.corpus import load_splits
     from keras_attention.training.evaluation import evaluate_bleu
 

@@ -9,6 +9,8 @@ from keras_attention.base.options import (BUCKET_METHODS, DATASETS, DEFAULT_BUCK
                                           check_options)
 from keras_attention.base.validation import check_choice
 
+SPLITS = ("train", "valid", "test")  # what a job reads of its data set (`check_paths`)
+
 
 @dataclasses.dataclass
 class TrainConfig:
@@ -191,14 +193,43 @@ class TrainConfig:
             raise ValueError("--share-embeddings needs one vocabulary for both languages: add "
                              "--joint-vocabulary. Received: separate vocabularies")
 
-    def check_paths(self):
-        """Raise a one-line error naming a file or folder this config names that does not exist.
+    def check_paths(self, split="train"):
+        """Raise a one-line error naming what the data set lacks to read `split`, or a file or folder this
+        config names that does not exist.
 
-        Reads no file and starts no TensorFlow: `train` and `prepare` call it
-        first, and the command line before TensorFlow's seconds of import.
+        `split` is what the job reads: "train" to train or prepare, "valid"
+        or "test" to evaluate. Reads no file and starts no TensorFlow:
+        `train` and `prepare` call it first, and the command line before
+        TensorFlow's seconds of import.
         """
+        check_choice("split", split, SPLITS)
+        check_file_flags(self)
+        if self.dataset in ("files", "tsv"):
+            name = f"{split}_files"
+            if not getattr(self, name):
+                flag, what = "--" + name.replace("_", "-"), "SOURCE TARGET" if self.dataset == "files" else "FILE"
+                purpose = "the training split" if split == "train" else f"the split evaluated (--split {split})"
+                raise ValueError(f"--dataset {self.dataset} needs {flag} {what}: {purpose}. Received: no {flag}")
+        if self.dataset in ("wmt14", "prepared") and self.data_dir is None:
+            what = "the WMT14 files" if self.dataset == "wmt14" else "a folder made by `keras-attention prepare`"
+            raise ValueError(f"--dataset {self.dataset} reads a local folder: give --data-dir FOLDER ({what}). "
+                             "Received: no --data-dir")
+        if self.dataset == "tfds" and not self.tfds_name:
+            raise ValueError("--dataset tfds needs --tfds-name NAME (for example wmt14_translate/de-en). "
+                             "Received: no --tfds-name")
         if self.data_dir is not None and self.dataset != "tfds" and not os.path.isdir(self.data_dir):  # TFDS makes it
             raise FileNotFoundError(f"{self.data_dir}: no such folder (data_dir, --data-dir).")
         for name in ("train_files", "valid_files", "test_files"):
             if getattr(self, name):
                 expand_files(getattr(self, name), name)
+
+
+def check_file_flags(config):
+    """Raise unless each of `--train-files`, `--valid-files` and `--test-files` given with `--dataset files`
+    names two paths (or patterns): the source's and the target's."""
+    if config.dataset != "files":
+        return
+    for name in ("train_files", "valid_files", "test_files"):
+        paths, flag = getattr(config, name), "--" + name.replace("_", "-")
+        if paths and len(paths) != 2:
+            raise ValueError(f"{flag} takes SOURCE TARGET (paths or glob patterns). Received: {flag} {' '.join(paths)}")

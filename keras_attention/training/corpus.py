@@ -14,6 +14,7 @@ import tensorflow as tf
 from keras_attention import data
 from keras_attention.base.options import MAX_BUCKETS, PAIRS_PER_BUCKET, XLA_MIN_PAIRS
 from keras_attention.training import distribution
+from keras_attention.training.config import check_file_flags
 from keras_attention.base.options import DATASETS, USER_FILES
 
 # Pairs whose lengths are measured before training when a corpus streams.
@@ -81,13 +82,8 @@ def load_splits(config, report=None):
         splits = tuple(data.load_dates(n, split, seed=config.seed) for split, n in sizes.items())
         return splits, "the generated dates corpus (human dates -> ISO 8601)"
     if config.dataset == "files":
-        given = {"--train-files": config.train_files, "--valid-files": config.valid_files,
-                 "--test-files": config.test_files}
-        for flag, paths in given.items():
-            if paths and len(paths) != 2:
-                raise ValueError(f"{flag} takes SOURCE TARGET (paths or glob patterns). "
-                                 f"Received: {flag} {' '.join(paths)}")
-        named = [paths for paths in given.values() if paths]
+        check_file_flags(config)
+        named = [paths for paths in (config.train_files, config.valid_files, config.test_files) if paths]
         if not named:
             raise ValueError("--dataset files needs --train-files SOURCE TARGET (to evaluate: --test-files "
                              "or --valid-files). Received: none of them")

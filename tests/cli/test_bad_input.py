@@ -194,13 +194,25 @@ PROGRAM = ("import sys; from keras_attention.cli import main; code = main(sys.ar
     (lambda w: ["train", "--model", "transformer", "--precision", "float32", "--target", "xx"], "target='xx'"),
     (lambda w: ["prepare", "--dataset", "files", "--train-files", str(w / "a.en"), str(w / "missing.de")],
      "missing.de: no such file"),
-], ids=["train file", "data dir", "same languages", "unknown language", "prepare file"])
-def test_a_bad_corpus_is_refused_before_tensorflow_starts(command, words, tmp_path):
+    (lambda w: ["train", "--dataset", "files"], "--dataset files needs --train-files SOURCE TARGET"),
+    (lambda w: ["prepare", "--dataset", "tsv"], "--dataset tsv needs --train-files FILE"),
+    (lambda w: ["train", "--dataset", "tfds"], "--dataset tfds needs --tfds-name NAME"),
+    (lambda w: ["train", "--dataset", "prepared"], "--dataset prepared reads a local folder: give --data-dir"),
+    (lambda w: ["train", "--dataset", "wmt14"], "--dataset wmt14 reads a local folder: give --data-dir"),
+    (lambda w: ["evaluate", "RUN", "--dataset", "files", "--train-files", "a.en", "a.de"],
+     "needs --test-files SOURCE TARGET: the split evaluated (--split test)"),
+    (lambda w: ["evaluate", "RUN", "--dataset", "prepared", "--split", "valid"],
+     "--dataset prepared reads a local folder"),
+], ids=["train file", "data dir", "same languages", "unknown language", "prepare file", "files without files",
+        "tsv without a file", "tfds without a name", "prepared without a folder", "wmt14 without a folder",
+        "evaluate files without the split", "evaluate prepared without a folder"])
+def test_a_bad_corpus_is_refused_before_tensorflow_starts(command, words, tmp_path, tiny_run):
     """Checks that need no TensorFlow come before its seconds of import, and leave no folder behind."""
     (tmp_path / "a.en").write_text("a\n", encoding="utf-8")
     output = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-c", PROGRAM, *command(tmp_path), "--output", str(output)],
-                          capture_output=True, text=True, timeout=120)
+    arguments = [str(tiny_run) if word == "RUN" else word for word in command(tmp_path)]  # RUN: a real run
+    arguments += ["--output", str(output)] if arguments[0] != "evaluate" else []
+    done = subprocess.run([sys.executable, "-c", PROGRAM, *arguments], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "2 []", (done.stdout, done.stderr[-2000:])
     _one_error_line(done.stderr, words)
     assert not output.exists()
