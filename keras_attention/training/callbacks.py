@@ -315,10 +315,12 @@ class CorpusReportCallback(keras.callbacks.Callback):
             return
         self.counts = self.report.to_dict()
         text = str(self.report)
+        dropped = self.counts.get("too_long_tokens", 0)
+        dropped_text = f"{dropped:,} dropped with more tokens than the maximum length" if dropped else "none dropped"
         if self.limit is not None and self.counts["kept"] > self.limit:
-            dropped = self.counts.get("too_long_tokens", 0)
             self.counts = {"used": self.limit, "too_long_tokens": dropped}
-            text = (f"the first {self.limit:,} pairs (max_train_examples); "
-                    + (f"{dropped:,} dropped with more tokens than the maximum length" if dropped else "none dropped"))
+            text = f"the first {self.limit:,} pairs (max_train_examples); {dropped_text}"
+        elif not self.counts["read"]:  # a source that counts no lines (the generated dates): the drops only
+            text = f"{dropped:,} pairs dropped with more tokens than the maximum length" if dropped else "none dropped"
         if self.verbose:
             print(f"\nTraining data, first pass: {text}")

@@ -115,6 +115,17 @@ def test_corpus_report_of_a_corpus_below_the_limit_is_the_readers(tmp_path, caps
     assert callback.counts["kept"] == 50
 
 
+def test_corpus_report_of_a_source_that_counts_no_lines_gives_the_drops_only(capsys):
+    from keras_attention.data import CorpusReport
+    from keras_attention.training.callbacks import CorpusReportCallback
+
+    report = CorpusReport()  # as the generated dates leave it: no line read, 60 pairs too long
+    report.add("too_long_tokens", 60)
+    CorpusReportCallback(report, limit=256).on_epoch_end(0)
+    assert capsys.readouterr().out.strip() == ("Training data, first pass: 60 pairs dropped with more tokens than "
+                                               "the maximum length")
+
+
 class _ScriptedTimes(keras.callbacks.Callback):
     """Stands in for `EpochTimer`: logs the given seconds for each epoch (a clock the test controls)."""
 
