@@ -1,5 +1,6 @@
 """`EpochTimer` logs each epoch's seconds and its validation's, also into a CSVLogger placed after it; `StepTimer`
-finds the slow steps; `EpochLine` keeps the times and BLEU out of Keras' line; `TimeLimit` stops a run before the epoch that would end past its budget."""
+finds the slow steps; `EpochLine` keeps the times and BLEU out of Keras' line; `TimeLimit` stops a run before
+the epoch that would end past its budget."""
 
 import csv
 import time
