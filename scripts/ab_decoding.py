@@ -27,6 +27,8 @@ import time
 
 from timing import device, machine
 
+from keras_attention.base.files import translator_folder
+
 METHODS = {"greedy": {}, "beam4": {"method": "beam", "beam_size": 4}}
 
 # Runs in each process, with one commit's keras_attention first on the path.
@@ -100,9 +102,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if bool(args.json) != bool(args.key):
         parser.error("--json and --key go together")
-    if os.path.isdir(os.path.join(args.translator, "translator")):
-        args.translator = os.path.join(args.translator, "translator")
-    args.translator = os.path.abspath(args.translator)
+    args.translator = os.path.abspath(translator_folder(args.translator))  # a run folder: its translator/
     if args.source is None:
         data = os.environ.get("KERAS_ATTENTION_DATA")
         if not data:

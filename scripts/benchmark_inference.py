@@ -183,10 +183,9 @@ def main(argv=None):
 
     from keras_attention.training.evaluation import corpus_scores
 
-    folder = args.translator
-    if (not os.path.isfile(os.path.join(folder, "translator.json"))
-            and os.path.isdir(os.path.join(folder, "translator"))):
-        folder = os.path.join(folder, "translator")
+    from keras_attention.base.files import translator_folder
+
+    folder = translator_folder(args.translator)  # a run folder: its translator/
     ct2_device = "cuda" if ctranslate2.get_cuda_device_count() else "cpu"
     with tempfile.TemporaryDirectory() as work:
         translator, paths = _exports(folder, work, args.precisions, args.compilers)

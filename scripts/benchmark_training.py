@@ -53,6 +53,7 @@ import tensorflow as tf
 
 from keras_attention.models.cpu_kernels import use_cpu_dropout, use_cpu_rows
 from keras_attention.models import Transformer
+from keras_attention.base.files import RunPaths
 from keras_attention.base.options import argument_type
 from keras_attention.training import MaskedSparseCrossEntropy
 
@@ -167,7 +168,7 @@ def compile_cost(length_buckets=None):
             started = time.perf_counter()
             subprocess.run(command, check=True, capture_output=True, text=True, env=env)
             wall = time.perf_counter() - started
-            with open(os.path.join(output, "results.json"), encoding="utf-8") as f:
+            with open(RunPaths(output).results, encoding="utf-8") as f:
                 results = json.load(f)
             xla = results["start_up"]["xla"]
             rows.append({"jit": jit, "xla": xla, "xla_cache": cache_state if xla else None,

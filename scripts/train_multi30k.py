@@ -30,6 +30,7 @@ import sys
 from results_common import bleu, moses_bleu_cell, training_time  # this folder: run as a script
 from timing import commit
 
+from keras_attention.base.files import RunPaths
 from keras_attention.data import load_multi30k
 from keras_attention.decoding import DecodingOptions
 from keras_attention.decoding.translator import Translator
@@ -85,7 +86,7 @@ def run(model, direction, output, quick=False):
     """Train (or resume, or skip) one run and score it; return its results dict."""
     source, target = direction.split("-")
     folder = os.path.join(output, f"{model}-{source}-{target}")
-    results_path = os.path.join(folder, "results.json")
+    results_path = RunPaths(folder).results
     if not os.path.exists(results_path):
         started_on = commit()  # the code the run trains with, before anyone checks out another
         options = recipe(model, direction)
@@ -121,7 +122,8 @@ def score_more(folder, results, source, target, limit=None, counts=None, penalti
     without, `BEAM`'s. `limit`: score only the first `limit` sentences of each split.
     Returns whether anything was added.
     """
-    checkpoints = sorted(glob.glob(os.path.join(folder, "checkpoints", "epoch-*.weights.h5")))
+    paths = RunPaths(folder)
+    checkpoints = sorted(glob.glob(os.path.join(paths.checkpoints, "epoch-*.weights.h5")))
     choose = bool(counts) and len(checkpoints) > min(counts)
     averaged = len(checkpoints) > 1
     wanted = (["test_beam4"] + (["test_average", "test_average_beam4"] if averaged else [])
@@ -130,7 +132,7 @@ def score_more(folder, results, source, target, limit=None, counts=None, penalti
         return False
     pairs = _pairs(source, target, TEST_SPLIT, limit)
     lower = results["config"].get("lower_case", False)
-    translator_dir, average_dir = os.path.join(folder, "translator"), os.path.join(folder, "translator-average")
+    translator_dir, average_dir = paths.translator, os.path.join(folder, "translator-average")
     if choose and "average_selection" not in results:
         results["average_selection"] = choose_average(translator_dir, checkpoints, counts, average_dir,
                                                       _pairs(source, target, VALIDATION_SPLIT, limit), lower)
@@ -149,11 +151,11 @@ def score_more(folder, results, source, target, limit=None, counts=None, penalti
             results.pop(key, None)
     beam = BEAM.replace(length_penalty=results.get("length_penalty_selection", {}).get("chosen", BEAM.length_penalty))
     # Each translator folder is loaded (and its decoders compiled) once, for all its scores.
-    for name, keys in (("translator", ["test_beam4"]), ("translator-average", ["test_average", "test_average_beam4"])):
+    for directory, keys in ((translator_dir, ["test_beam4"]), (average_dir, ["test_average", "test_average_beam4"])):
         missing = [key for key in keys if key in wanted and key not in results]
         if not missing:
             continue
-        translator = Translator.load(os.path.join(folder, name))
+        translator = Translator.load(directory)
         for key in missing:
             scores = evaluate_bleu(translator, pairs, beam if key.endswith("beam4") else None)
             results[key] = {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")}
