@@ -112,7 +112,7 @@ def test_evaluate_own_test_files_without_training_files(demo_dir, tmp_path, caps
     out = capsys.readouterr().out
     assert f"parallel files {tmp_path / 't.src'} / {tmp_path / 't.tgt'}, test: BLEU" in out and "None" not in out
     assert main(["train", *test_files, "--output", str(tmp_path / "run")]) == 2
-    assert "Training needs a training split" in capsys.readouterr().err
+    assert "--dataset files needs --train-files SOURCE TARGET: the training split" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 
