@@ -62,3 +62,20 @@ def test_the_getting_started_page_gives_the_readme_quick_start_commands():
     readme = commands((ROOT / "README.md").read_text(encoding="utf-8"), "## Quick start")
     page = commands((ROOT / "docs" / "index.md").read_text(encoding="utf-8"), "## Two commands")
     assert len(readme) == 2 and [c for c in page if c in readme] == readme, (readme, page)
+
+
+def test_the_generated_pages_are_current_and_on_the_site(site):
+    """docs/cli.md (every command's --help) and docs/changelog.md are what scripts/make_reference_pages.py
+    writes from the parser and CHANGELOG.md now."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import make_reference_pages
+
+    for name, make in make_reference_pages.PAGES.items():
+        assert (ROOT / "docs" / name).read_text(encoding="utf-8") == make(), (
+            f"docs/{name} is stale: run python scripts/make_reference_pages.py")
+    cli = (site / "cli" / "index.html").read_text(encoding="utf-8")
+    for command in ("train", "prepare", "evaluate", "translate", "explain", "demo", "average-checkpoints", "export"):
+        assert f"keras-attention {command}" in cli, command
+    assert "--beam-size" in cli and "(default: transformer)" in cli
+    changelog = (site / "changelog" / "index.html").read_text(encoding="utf-8")
+    assert "0.3.0" in changelog and 'href="../results/#training-speed"' in changelog
