@@ -79,3 +79,15 @@ def test_the_generated_pages_are_current_and_on_the_site(site):
     assert "--beam-size" in cli and "(default: transformer)" in cli
     changelog = (site / "changelog" / "index.html").read_text(encoding="utf-8")
     assert "0.3.0" in changelog and 'href="../results/#training-speed"' in changelog
+
+
+def test_the_troubleshooting_page_quotes_messages_the_code_gives():
+    """Each quoted message of docs/troubleshooting.md's table occurs in the package's source, as written."""
+    rows = [line for line in (ROOT / "docs" / "troubleshooting.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `")]
+    source = "\n".join(path.read_text(encoding="utf-8") for path in (ROOT / "keras_attention").rglob("*.py"))
+    quoted = [row[3:].split("` ", 1)[0].split("` |", 1)[0] for row in rows]
+    assert len(quoted) >= 12
+    for message in quoted:
+        fragments = [part.strip() for part in message.split("...") if part.strip(" .()")]
+        assert fragments and all(part in source for part in fragments), message
