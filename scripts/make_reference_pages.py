@@ -35,12 +35,11 @@ def cli_reference():
 
 
 def _help(parser):
-    """`parser`'s help wrapped to `WIDTH` columns (argparse reads $COLUMNS), the environment left as it was;
-    the same text on every Python setup.cfg accepts."""
+    """`parser`'s help wrapped to `WIDTH` columns (argparse reads $COLUMNS), the environment left as it was."""
     previous = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = WIDTH
     try:
-        return parser.format_help().replace("\noptional arguments:\n", "\noptions:\n")  # Python 3.10's heading
+        return parser.format_help()
     finally:
         if previous is None:
             del os.environ["COLUMNS"]

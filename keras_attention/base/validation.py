@@ -103,3 +103,6 @@ class TruncationWarning(UserWarning):
         super().__init__(f"{truncated} of {total} sentences are longer than max_source_length={max_source_length} "
                          "tokens and were truncated.")
         self.truncated, self.total, self.max_source_length = truncated, total, max_source_length
+
+    def __reduce__(self):  # pickled and copied with its figures (`args` holds only the message)
+        return TruncationWarning, (self.truncated, self.total, self.max_source_length)

@@ -81,8 +81,8 @@ def _one_truncation_line():
         finally:
             if counts["truncated"]:
                 limit = "/".join(str(n) for n in sorted(counts["limits"]))
-                print(f"warning: {counts['truncated']:,} of the {counts['total']:,} sentences translated were "
-                      f"longer than the translator's max_source_length={limit} tokens and were truncated",
+                print(f"warning: {counts['truncated']:,} of {counts['total']:,} translations had a source "
+                      f"longer than the translator's max_source_length={limit} tokens; those sources were truncated",
                       file=sys.stderr)
 
 
@@ -245,15 +245,16 @@ def _translate(args):
 
 def _write_page(translator, sentences, path, options):
     """The attention explorer page of `sentences` (a truncation is a warning and a note on the page)."""
-    import warnings
-
     from keras_attention.explain import explain
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         page = explain(translator, sentences, options)
     for warning in caught:
-        print(f"warning: {warning.message}", file=sys.stderr)
+        if isinstance(warning.message, TruncationWarning):
+            warnings.warn(warning.message)  # into the command's one truncation line
+        else:
+            print(f"warning: {warning.message}", file=sys.stderr)
     page.save(path)
     print(f"attention explorer: {path} ({len(page.sentences)} sentences)", file=sys.stderr)
 
@@ -263,8 +264,8 @@ def _languages(args, translator):
     known = translator.languages
     for flag, given, language in (("--source", args.source, known[0]), ("--target", args.target, known[1])):
         if given and language and given != language:
-            raise ValueError(f"{args.translator} translates {known[0]}->{known[1]}; {flag} {given} contradicts "
-                             f"it (leave {flag} out, or give {language}).")
+            raise ValueError(f"{args.translator} translates {known[0]}->{known[1]}; {flag} {given} "
+                             f"contradicts it (leave {flag} out, or give {language}).")
     return args.source or known[0] or DEFAULT_SOURCE, args.target or known[1] or DEFAULT_TARGET
 
 

@@ -9,6 +9,7 @@ import os
 import warnings
 
 from keras_attention.base.files import write_text
+from keras_attention.base.validation import TruncationWarning
 from keras_attention.explain.page import render_fragment, render_page
 from keras_attention.explain.weights import SentenceAttention, collect_attention
 
@@ -68,6 +69,5 @@ def explain(translator, sentences, options=None, title="Attention explorer", **s
     found = collect_attention(translator, sentences, options, **settings)
     cut = sum(s.truncated for s in found)
     if cut:
-        warnings.warn(f"{cut} of {len(found)} sentences are longer than max_source_length="
-                      f"{translator.max_source_length} tokens and were truncated.", stacklevel=2)
+        warnings.warn(TruncationWarning(cut, len(found), translator.max_source_length), stacklevel=2)
     return Explanation(found, title)

@@ -110,6 +110,7 @@ class EpochLine(keras.callbacks.ProgbarLogger):
     """
 
     HIDDEN = ("val_bleu", "val_bleu_lowercase", "val_chrf")
+    async_safe = True  # it only filters the logs, as Keras' own logger reads them: batches may run ahead
 
     def _shown(self, logs):
         return {k: v for k, v in (logs or {}).items() if not k.endswith("_seconds") and k not in self.HIDDEN}

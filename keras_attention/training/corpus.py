@@ -92,12 +92,14 @@ def load_splits(config, report=None):
                     for paths in (config.valid_files, config.test_files)))
         return splits, f"parallel files {named[0][0]} / {named[0][1]}"
     if config.dataset == "tsv":
-        if not config.train_files:
-            raise ValueError("--dataset tsv needs --train-files FILE. Received: --train-files (none)")
-        splits = (data.load_tsv(config.train_files[0], **train_options),
+        named = [paths for paths in (config.train_files, config.valid_files, config.test_files) if paths]
+        if not named:
+            raise ValueError("--dataset tsv needs --train-files FILE (to evaluate: --test-files or --valid-files "
+                             "FILE). Received: none of them")
+        splits = (data.load_tsv(config.train_files[0], **train_options) if config.train_files else None,
                   *(data.load_tsv(paths[0]) if paths else None
                     for paths in (config.valid_files, config.test_files)))
-        return splits, f"TSV file {config.train_files[0]}"
+        return splits, f"TSV file {named[0][0]}"
     if config.dataset == "wmt14":
         load = lambda split, **kw: data.load_wmt14(  # noqa: E731
             config.source, config.target, split, config.data_dir, **kw)

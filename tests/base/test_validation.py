@@ -61,3 +61,16 @@ def test_choice_and_rank_name_what_they_got():
     with pytest.raises(ValueError, match=r"^`query` must have rank 2 or 3\. Received: query\.shape=\(4,\)$"):
         check_rank("query", (4,), (2, 3))
     check_rank("query", (2, None, 8), (2, 3))
+
+
+def test_truncation_warning_carries_its_figures_through_pickle_and_copy():
+    import copy
+    import pickle
+
+    from keras_attention.base.validation import TruncationWarning
+
+    warning = TruncationWarning(3, 10, 24)
+    assert isinstance(warning, UserWarning)
+    assert str(warning) == "3 of 10 sentences are longer than max_source_length=24 tokens and were truncated."
+    for again in (pickle.loads(pickle.dumps(warning)), copy.copy(warning)):
+        assert (again.truncated, again.total, again.max_source_length, str(again)) == (3, 10, 24, str(warning))

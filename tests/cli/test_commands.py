@@ -111,6 +111,10 @@ def test_evaluate_own_test_files_without_training_files(demo_dir, tmp_path, caps
     assert main(["evaluate", str(demo_dir / "translator"), *test_files]) == 0
     out = capsys.readouterr().out
     assert f"parallel files {tmp_path / 't.src'} / {tmp_path / 't.tgt'}, test: BLEU" in out and "None" not in out
+    (tmp_path / "t.tsv").write_text("3 March 1999\t1999-03-03\n12 May 2001\t2001-05-12\n")
+    assert main(["evaluate", str(demo_dir / "translator"), "--dataset", "tsv", "--test-files",
+                 str(tmp_path / "t.tsv")]) == 0  # a TSV test split alone, too
+    assert f"TSV file {tmp_path / 't.tsv'}, test: BLEU" in capsys.readouterr().out
     assert main(["train", *test_files, "--output", str(tmp_path / "run")]) == 2
     assert "--dataset files needs --train-files SOURCE TARGET: the training split" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
@@ -167,13 +171,19 @@ def test_the_xla_cache_is_used_only_when_compiling_and_not_refused(tiny_run, tmp
     assert folders == [str(tmp_path / "xla"), None]
 
 
-def test_truncations_are_one_line_at_the_end_of_the_command(tiny_run, capsys):
+def test_truncations_are_one_line_at_the_end_of_the_command(tiny_run, tmp_path, capsys):
     # The tiny run's translator reads at most 32 source tokens; each of these has more.
     long = " ".join(["Tuesday, 3 March 1999"] * 12)
     assert main(["translate", str(tiny_run / "translator"), long, "4 May 2001", long]) == 0
-    err = capsys.readouterr().err
-    assert err.splitlines() == ["warning: 2 of the 3 sentences translated were longer than the translator's "
-                                "max_source_length=32 tokens and were truncated"]
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: 2 of 3 translations had a source longer than the translator's max_source_length=32 tokens; "
+        "those sources were truncated"]
+    # With --html the page's translations count too (the sentences are decoded twice): still one line.
+    page = tmp_path / "page.html"
+    assert main(["translate", str(tiny_run / "translator"), long, "4 May 2001", "--html", str(page)]) == 0
+    warnings_ = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warnings_ == ["warning: 2 of 4 translations had a source longer than the translator's "
+                         "max_source_length=32 tokens; those sources were truncated"]
 
 
 def test_one_truncation_line_sums_the_warnings_and_lets_others_pass(capsys):
@@ -189,5 +199,5 @@ def test_one_truncation_line_sums_the_warnings_and_lets_others_pass(capsys):
             warnings.warn("something else")
     assert [str(w.message) for w in passed] == ["something else"]  # to the handler there was
     assert capsys.readouterr().err.splitlines() == [
-        "warning: 5 of the 1,010 sentences translated were longer than the translator's max_source_length=24 "
-        "tokens and were truncated"]
+        "warning: 5 of 1,010 translations had a source longer than the translator's max_source_length=24 tokens; "
+        "those sources were truncated"]

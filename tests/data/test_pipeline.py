@@ -87,11 +87,10 @@ def test_truncate_keeps_every_pair(val_pairs, de_tokenizer, en_tokenizer):
 
 
 def test_bucketing_pads_less(val_pairs, de_tokenizer, en_tokenizer):
-    pairs = val_pairs
     common = dict(batch_size=64, max_length=64, shuffle=True, seed=3)
-    plain = make_translation_dataset(pairs, de_tokenizer, en_tokenizer, **common)
+    plain = make_translation_dataset(val_pairs, de_tokenizer, en_tokenizer, **common)
     bucketed, stats = make_translation_dataset(
-        pairs, de_tokenizer, en_tokenizer, bucket_boundaries="auto", return_stats=True, **common
+        val_pairs, de_tokenizer, en_tokenizer, bucket_boundaries="auto", return_stats=True, **common
     )
     plain_fraction, bucket_fraction = padding_fraction(plain), padding_fraction(bucketed)
     print(

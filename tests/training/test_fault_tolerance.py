@@ -185,7 +185,7 @@ def _run_to_end(args, capsys):
 
 
 def test_cli_killed_mid_epoch_resumes_and_ends_like_an_uninterrupted_run(tmp_path):
-    # An uninterrupted run ends after 3 epochs of STEPS_PER_EPOCH steps, its optimizer at 3 * STEPS_PER_EPOCH.
+    # An uninterrupted run ends after 3 epochs of TRAIN_STEPS_PER_EPOCH steps, its optimizer at 3 times that.
     steps_per_epoch = TRAIN_STEPS_PER_EPOCH
 
     # Kill the run with SIGKILL once a backup inside epoch 2 exists.
@@ -212,7 +212,7 @@ def test_cli_killed_mid_epoch_resumes_and_ends_like_an_uninterrupted_run(tmp_pat
     again = subprocesses.start(_train_command(output), tmp_path / "again.log")
     assert subprocesses.finish([again], timeout=600) == [0], subprocesses.logs([again])
     results = json.loads((output / "results.json").read_text())
-    assert results["steps_per_epoch"] == steps_per_epoch  # the kill came inside epoch 2, as meant
+    assert results["steps_per_epoch"] == steps_per_epoch  # the constant the kill above was timed by
     resumed = results["resumed_from_step"]
     assert resumed >= backed_up and resumed % steps_per_epoch, resumed  # resumed mid-epoch
     assert "Resuming from the backup" in open(tmp_path / "again.log", errors="replace").read()

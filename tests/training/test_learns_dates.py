@@ -23,8 +23,7 @@ CASES = {
     "luong": dict(overrides={"units": 96, "embedding_dim": 32}, epochs=6, learning_rate=5e-3),
     "transformer": dict(
         overrides={"num_layers": 2, "d_model": 64, "num_heads": 4, "intermediate_dim": 128, "dropout": 0.0},
-        # The recipe's warm-up, then half a cosine to zero at the end of epoch 6: it learns in about 600 steps,
-        # where a constant 3e-3 takes about 1,000.
+        # The recipe's warm-up, then half a cosine to zero at the end of epoch 6: it learns in about 600 steps.
         epochs=6,
         peak_learning_rate=5e-3,
         lr_schedule="cosine",
