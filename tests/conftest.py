@@ -7,6 +7,10 @@ import sys
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Test workers (`-n 2`) share the cores: one thread per TensorFlow op in each, where TensorFlow's pool would take
+# every core in every worker (and in the processes they start, which inherit it) and the two would fight.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 # The command line keeps XLA programs in the user's cache folder; the tests keep theirs apart.
 os.environ.setdefault("KERAS_ATTENTION_XLA_CACHE", tempfile.mkdtemp(prefix="keras-attention-xla-"))
 
