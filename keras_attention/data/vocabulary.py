@@ -29,6 +29,7 @@ START = "[START]"
 END = "[END]"
 """The token that ends every sequence (id 3 in vocabularies `build_vocabulary` makes)."""
 RESERVED_TOKENS = (PAD, UNK, START, END)
+"""The tokens every vocabulary starts with, in this order (ids 0-3)."""
 NORMALIZATIONS = (None, "NFC", "NFKC", "NFD", "NFKD")
 SUFFIX = "##"
 # Python's str.split() whitespace, in RE2 syntax.

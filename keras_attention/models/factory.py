@@ -1,9 +1,12 @@
 """Build a translation model from a kind and a preset name (used by the CLI)."""
 
-from keras_attention.base.options import MODEL_KINDS as KINDS
+from keras_attention.base.options import MODEL_KINDS
 from keras_attention.base.validation import check_choice
 from keras_attention.models.seq2seq_rnn import Seq2SeqRNN
 from keras_attention.models.transformer import Transformer
+
+KINDS = MODEL_KINDS
+"""The kinds `build_model` makes: "transformer", and "bahdanau", "luong" or "rnn" (no attention) for `Seq2SeqRNN`."""
 
 
 def build_model(kind, preset, source_vocab_size, target_vocab_size, max_length=256, **overrides):

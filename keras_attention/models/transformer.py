@@ -17,6 +17,7 @@ PRESETS = {
     "base": dict(num_layers=6, d_model=512, num_heads=8, intermediate_dim=2048, dropout=0.1),
     "big": dict(num_layers=6, d_model=1024, num_heads=16, intermediate_dim=4096, dropout=0.3),
 }
+"""`Transformer.from_preset`'s sizes by name: "tiny", "small", "base" and "big" (the last two the paper's)."""
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

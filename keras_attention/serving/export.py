@@ -36,8 +36,11 @@ from keras_attention.decoding.options import EXPORT_DEFAULTS, SEARCH_METHODS
 from keras_attention.decoding.translator import Translator
 
 SERVING_SIGNATURE = "serving_default"
+"""The export's strings-in, strings-out signature, the one TF Serving calls by default."""
 IDS_SIGNATURE = "translate_ids"
-EXPORT_METHODS = SEARCH_METHODS  # sampling is not exported
+"""The export's token-ids signature (ids in, ids and scores out), for clients that tokenize themselves."""
+EXPORT_METHODS = SEARCH_METHODS
+"""The decoding methods an export can hold: greedy and beam search (sampling is not exported)."""
 METADATA_FILE = os.path.join("assets.extra", "keras_attention.json")
 
 
