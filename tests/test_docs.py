@@ -1,6 +1,7 @@
 """The documentation site builds with `mkdocs build --strict`, and documents every public name."""
 
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -54,6 +55,19 @@ def test_every_page_is_in_the_navigation_and_the_results_are_generated(site):
     assert "target tokens/s" in results and "scripts/benchmark_data.py" in results
 
 
+def test_every_tutorial_is_a_page_with_its_outputs_figures_and_notebook(site):
+    """tutorials/site_pages.py renders each executed notebook: one image a PNG output, the notebook downloadable."""
+    for notebook in sorted((ROOT / "tutorials").glob("[0-9][0-9]_*.ipynb")):
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        pngs = sum("image/png" in o.get("data", {}) for c in cells for o in c.get("outputs", []))
+        page = (site / "tutorials" / notebook.stem / "index.html").read_text(encoding="utf-8")
+        assert len(re.findall(r'<img alt="Figure \d+ of ', page)) == pngs, notebook.name
+        assert (site / "tutorials" / notebook.name).read_bytes() == notebook.read_bytes()
+        assert f'href="../{notebook.name}"' in page and "mode: full" in page, notebook.name
+    bahdanau = (site / "tutorials" / "02_bahdanau_attention" / "index.html").read_text(encoding="utf-8")
+    assert '<span class="arithmatex">' in bahdanau  # the formulas go to MathJax, not to the Markdown parser
+
+
 def test_the_getting_started_page_gives_the_readme_quick_start_commands():
     def commands(text, heading):
         section = text.split(heading, 1)[1].split("\n## ", 1)[0]
@@ -65,14 +79,17 @@ def test_the_getting_started_page_gives_the_readme_quick_start_commands():
 
 
 def test_the_generated_pages_are_current_and_on_the_site(site):
-    """docs/cli.md (every command's --help) and docs/changelog.md are what scripts/make_reference_pages.py
-    writes from the parser and CHANGELOG.md now."""
+    """docs/cli.md (every command's --help), docs/changelog.md and the README's and docs' TF Serving examples are what
+    scripts/make_reference_pages.py writes from the parser, CHANGELOG.md and benchmarks/serving_reply.json now."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import make_reference_pages
 
     for name, make in make_reference_pages.PAGES.items():
         assert (ROOT / "docs" / name).read_text(encoding="utf-8") == make(), (
             f"docs/{name} is stale: run python scripts/make_reference_pages.py")
+    for name in make_reference_pages.BLOCK_PAGES:  # the serving examples of benchmarks/serving_reply.json
+        text = (ROOT / name).read_text(encoding="utf-8")
+        assert make_reference_pages.with_blocks(name, text) == text, f"{name}: run scripts/make_reference_pages.py"
     cli = (site / "cli" / "index.html").read_text(encoding="utf-8")
     for command in ("train", "prepare", "evaluate", "translate", "explain", "demo", "average-checkpoints", "export"):
         assert f"keras-attention {command}" in cli, command

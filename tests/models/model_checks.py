@@ -4,10 +4,18 @@ import os
 
 import keras
 import numpy as np
+import pytest
 
 from keras import ops
 
 from keras_attention.training import MaskedSparseCrossEntropy, MaskedTokenAccuracy
+
+
+def also_under_jax(values, chosen):
+    """`values` for `parametrize`, those at the indices `chosen` marked `jax_pass`: under JAX the model tests
+    check what can differ there (its training step, its decoding steps) once per code path, the options
+    being the layers' own, which their tests run under JAX."""
+    return [pytest.param(v, marks=pytest.mark.jax_pass) if i in chosen else v for i, v in enumerate(values)]
 
 
 def toy_batch(batch=8, source_len=7, target_len=6, vocab=20, seed=0):

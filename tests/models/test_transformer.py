@@ -10,8 +10,7 @@ from tests.models import model_checks
 SMALL = dict(num_layers=2, d_model=32, num_heads=4, intermediate_dim=64, dropout=0.0)
 
 
-@pytest.mark.jax_pass
-@pytest.mark.parametrize("normalize_first", [False, True])
+@pytest.mark.parametrize("normalize_first", model_checks.also_under_jax([False, True], [1]))
 def test_learns_a_small_batch(normalize_first):
     model = Transformer(20, 20, normalize_first=normalize_first, **SMALL)
     model_checks.check_fits_to_near_zero_loss(model, epochs=120, learning_rate=3e-3)

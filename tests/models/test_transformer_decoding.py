@@ -11,8 +11,7 @@ from tests.models import model_checks
 SMALL = dict(num_layers=2, d_model=32, num_heads=4, intermediate_dim=64, dropout=0.0)
 
 
-@pytest.mark.jax_pass
-@pytest.mark.parametrize("normalize_first", [False, True])
+@pytest.mark.parametrize("normalize_first", model_checks.also_under_jax([False, True], [1]))
 def test_cached_steps_match_full_pass(normalize_first):
     model = Transformer(20, 20, normalize_first=normalize_first, **SMALL)
     model_checks.check_decode_steps_match_full_pass(model)

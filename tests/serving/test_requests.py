@@ -149,3 +149,26 @@ def test_clients_of_the_readme_over_real_sockets(signatures):
     finally:
         http_server.shutdown()
         grpc_server.stop(None)
+
+
+def test_the_documented_reply_has_the_layout_of_a_reply_today(signatures):
+    """benchmarks/serving_reply.json (the README's example, from scripts/serving_reply.py) answers the README's
+    request in the layout the beam export gives it now: one object a sentence, the same keys and types."""
+    import pathlib
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "scripts"))
+    import serving_reply
+
+    documented = json.loads((root / "benchmarks" / "serving_reply.json").read_text(encoding="utf-8"))
+    assert documented["request"] == serving_reply.REQUEST and documented["export"] == "beam"
+    translate, translate_ids, _ = signatures["beam"]
+    today = json.loads(rest_predict({"serving_default": translate, "translate_ids": translate_ids},
+                                    json.dumps(serving_reply.REQUEST)))
+
+    def layout(reply):
+        return [{key: type(value) for key, value in row.items()} for row in reply["predictions"]]
+
+    assert layout(documented["reply"]) == layout(today) == [{"scores": float, "translations": str,
+                                                             "truncated": bool}] * 2
