@@ -256,9 +256,11 @@ def run_layer_test(
         if keras.backend.backend() == "tensorflow":  # finding the classes does not depend on the backend
             load_in_fresh_process(folder, atol)  # (tests/test_public_api.py loads a file under JAX so)
 
-    # 6. Mixed precision: low-precision outputs, float32 weights, all finite.
+    # 6. Mixed precision: low-precision outputs, float32 weights, all finite. Under JAX, where every op compiles
+    # for each new dtype, float16 only: the narrower range, where an overflow would show (the dtype logic is Keras').
     if run_mixed_precision:
-        for policy, compute in (("mixed_float16", "float16"), ("mixed_bfloat16", "bfloat16")):
+        policies = (("mixed_float16", "float16"), ("mixed_bfloat16", "bfloat16"))
+        for policy, compute in policies[:1] if keras.backend.backend() == "jax" else policies:
             mixed = layer_cls(**init_kwargs, dtype=policy)
             out = mixed(**_cast_inputs(input_data, compute), **call_kwargs)
             for w in mixed.weights:
