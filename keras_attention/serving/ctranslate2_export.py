@@ -115,6 +115,7 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
     write_json(os.path.join(output_dir, METADATA_FILE), {
         "max_source_length": translator.max_source_length,
         "max_target_length": translator.max_target_length,
+        "model_max_length": model.max_length,  # the position table's rows: CTranslate2 has none beyond
         "source_tokenizer": translator.source_tokenizer.get_config(),
         "target_tokenizer": translator.target_tokenizer.get_config(),
         "metadata": dict(translator.metadata),

@@ -53,6 +53,7 @@ class CTranslate2Translator:
         self.metadata = dict(config.get("metadata") or {})
         self.max_source_length = int(config["max_source_length"])
         self.max_target_length = int(config["max_target_length"])
+        self.model_max_length = config.get("model_max_length")  # None in folders exported by 0.3
         self.source_tokenizer = SubwordTokenizer.from_config(config["source_tokenizer"])
         self.target_tokenizer = SubwordTokenizer.from_config(config["target_tokenizer"])
         try:
@@ -132,6 +133,9 @@ class CTranslate2Translator:
         """`options` as `translate_batch`'s arguments."""
         # min_decoding_length=0: like ours, [END] may come first; max counts [END] as ours does.
         max_length = self.max_target_length if options.max_length is None else options.max_length
+        if self.model_max_length is not None and max_length > self.model_max_length:  # as `Translator` refuses
+            raise ValueError(f"`max_length` exceeds the model's maximum length {self.model_max_length}. "
+                             f"Received: max_length={max_length}")
         engine = dict(max_decoding_length=max_length, min_decoding_length=0)
         if options.method == "greedy":
             return dict(engine, beam_size=1)

@@ -139,7 +139,8 @@ def fit_resumable(model, dataset, epochs, steps_per_epoch, backup, callbacks=(),
         steps_per_epoch: int or None. Batches in one pass over `dataset`.
         backup: a `ResumableBackup` whose `restore()` has been called.
         callbacks: other callbacks for `fit`.
-        **fit_kwargs: more `fit` arguments (`validation_data`, `verbose`, ...).
+        **fit_kwargs: more `fit` arguments (`validation_data`, `verbose`, ...); `shuffle` is False unless
+            given (the dataset shuffles itself, and Keras warns that it ignores `shuffle=True` for one).
 
     Returns:
         A dict like `History.history`, for the epochs run by this call.
@@ -162,7 +163,7 @@ def fit_resumable(model, dataset, epochs, steps_per_epoch, backup, callbacks=(),
             data, infinite = data.repeat(), True
         steps = {"steps_per_epoch": steps_in_epoch} if infinite else {}
         result = model.fit(data, initial_epoch=first_epoch, epochs=last_epoch,
-                           callbacks=callbacks, **steps, **fit_kwargs)
+                           callbacks=callbacks, **{"shuffle": False, **steps, **fit_kwargs})  # datasets shuffle
         for name, values in result.history.items():
             history.setdefault(name, []).extend(values)
 

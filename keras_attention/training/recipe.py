@@ -165,7 +165,7 @@ def _run(config, verbose, strategy, paths):
     fit_started = time.time()
     with CtrlC() as ctrl_c:  # first: a Ctrl-C stops the run before any other callback of that batch
         fit_resumable(model, prepared.train, config.epochs, prepared.steps_per_epoch, backup, [ctrl_c, *callbacks],
-                      validation_data=prepared.valid, verbose=verbose, shuffle=False)  # the dataset shuffles
+                      validation_data=prepared.valid, verbose=verbose)
     fit_seconds = time.time() - fit_started
     history = read_csv_history(paths.history)  # all epochs, also those before a restart
     translator.save(paths.translator)

@@ -52,8 +52,9 @@ class RunFolder:
             raise ValueError(f"{self.path} already holds a run ({', '.join(held)}): pass --resume to continue "
                              "it (with more --epochs to extend a finished one) or --overwrite to start again.")
         # A run killed before its first backup wrote its untrained translator and an empty history only.
-        self.restarted = resume and bool(held) and "backup" not in held and "results.json" not in held
-        if resume and held and "backup" not in held and not self.restarted:
+        backed_up, results = os.path.exists(self.paths.backup), os.path.exists(self.paths.results)
+        self.restarted = resume and bool(held) and not backed_up and not results
+        if resume and held and not backed_up and not self.restarted:
             raise ValueError(f"{self.path} holds a finished run without its backup, so it cannot be resumed "
                              "(--keep-backup keeps it); pass --overwrite to start again.")
         self.held, self.set_aside = held, None
@@ -87,7 +88,7 @@ class RunFolder:
                 os.replace(os.path.join(self.set_aside, name), os.path.join(self.path, name))
             os.rmdir(self.set_aside)
             return
-        if "backup" in self.entries():
+        if os.path.exists(self.paths.backup):
             return
         for name in set(self.entries()) - set(self.held):
             _remove(os.path.join(self.path, name))

@@ -35,7 +35,7 @@ def _train(steps_data, strategy=None):
         model = Transformer(VOCAB, VOCAB, num_layers=2, d_model=64, num_heads=4, intermediate_dim=128,
                             dropout=0.0, max_length=16)
         model.compile(optimizers.Adam(1e-3), loss=MaskedSparseCrossEntropy(), jit_compile=True)
-    return model, model.fit(steps_data, epochs=1, verbose=0).history
+    return model, model.fit(steps_data, epochs=1, verbose=0, shuffle=False).history
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
@@ -47,7 +47,7 @@ def test_mixed_precision_trains_50_steps_on_a_gpu(policy):
         model = Transformer(VOCAB, VOCAB, num_layers=2, d_model=64, num_heads=4, intermediate_dim=128,
                             dropout=0.0, max_length=16)
         model.compile(optimizers.Adam(1e-3), loss=MaskedSparseCrossEntropy(), jit_compile=True)
-        model.fit(_copy_batches(), epochs=1, verbose=0, callbacks=[record])
+        model.fit(_copy_batches(), epochs=1, verbose=0, callbacks=[record], shuffle=False)
     finally:
         set_precision("float32")
     assert len(losses) == 50 and np.all(np.isfinite(losses))

@@ -94,7 +94,7 @@ def trained(tokenizers, tmp_path_factory):
     model = Transformer(source_tok.vocab_size, target_tok.vocab_size, num_layers=2, d_model=32, num_heads=4,
                         intermediate_dim=64, max_length=40, dropout=0.0)
     model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=MaskedSparseCrossEntropy())
-    model.fit(batches.take(300), verbose=0)
+    model.fit(batches.take(300), verbose=0, shuffle=False)
     translator = Translator(model, source_tok, target_tok, max_source_length=40, max_target_length=16)
     root = tmp_path_factory.mktemp("trained")
     translator.save(str(root / "translator"))
@@ -164,6 +164,9 @@ def test_translator_conventions(trained):
         assert engine.translate(["3 March 1999 " * 20]).truncated == 1
     with pytest.raises(ValueError, match="does not return attention maps"):
         engine.translate(["3 March 1999"], return_attention=True)
+    for decoder in (engine, translator):  # CTranslate2 has no position beyond the model's table: refused first
+        with pytest.raises(ValueError, match="exceeds the model's maximum length 40. Received: max_length=41"):
+            decoder.translate(["3 March 1999"], max_length=41)
     sampled = engine.translate(["3 March 1999", "Tuesday, July 4, 2023"], method="sample", seed=7, top_k=3).texts
     assert all(text[:2] in ("19", "20") for text in sampled)  # a draw among the likeliest pieces: a year first
 

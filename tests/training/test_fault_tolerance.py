@@ -83,7 +83,7 @@ def test_every_epoch_is_one_fresh_pass_read_through_one_iterator(tmp_path, monke
 
 def test_resumes_mid_epoch_with_the_same_steps_and_weights(tmp_path):
     reference = _model()
-    reference.fit(_data(), epochs=EPOCHS, verbose=0)
+    reference.fit(_data(), epochs=EPOCHS, verbose=0, shuffle=False)
 
     model = _model()
     backup = ResumableBackup(str(tmp_path / "backup"), save_freq=2)
