@@ -44,8 +44,7 @@ import time
 import keras
 import tensorflow as tf
 from benchmark_training import CONFIG, QUICK, keras_hub_model, ours, random_batch
-from tensorflow.tsl.profiler.protobuf import xplane_pb2
-from timing import write_json
+from timing import read_trace, write_json
 
 from keras_attention.training import MaskedSparseCrossEntropy
 
@@ -136,14 +135,8 @@ def read_hlo_instructions(text):
 
 def xla_events(trace_dir):
     """`(name, thread, start ps, end ps)` of every event on XLA's CPU worker threads, newest profile in `trace_dir`."""
-    paths = sorted(glob.glob(os.path.join(trace_dir, "plugins", "profile", "*", "*.xplane.pb")))
-    if not paths:
-        raise FileNotFoundError(f"The profiler wrote no trace to {trace_dir!r}")
-    space = xplane_pb2.XSpace()
-    with open(paths[-1], "rb") as f:
-        space.ParseFromString(f.read())
     events = []
-    for plane in space.planes:
+    for plane in read_trace(trace_dir).planes:
         for line in plane.lines:
             if "Eigen" not in line.name:  # XLA's CPU work runs on the Eigen pool's threads
                 continue

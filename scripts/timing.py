@@ -1,5 +1,6 @@
-"""Timing shared by the benchmark scripts: alternated calls, medians, the JSON output."""
+"""Timing shared by the benchmark scripts: alternated calls, medians, the JSON output, profiler traces."""
 
+import glob
 import json
 import os
 import platform
@@ -87,3 +88,16 @@ def write_json(path, data):
                 "machine": machine(), "device": device(), **data}
         with open(path, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2, ensure_ascii=False)
+
+
+def read_trace(trace_dir):
+    """The `XSpace` (planes of lines of timed events) of the newest TensorFlow profile written in `trace_dir`."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    paths = sorted(glob.glob(os.path.join(trace_dir, "plugins", "profile", "*", "*.xplane.pb")))
+    if not paths:
+        raise FileNotFoundError(f"The profiler wrote no trace to {trace_dir!r}")
+    space = xplane_pb2.XSpace()
+    with open(paths[-1], "rb") as f:
+        space.ParseFromString(f.read())
+    return space

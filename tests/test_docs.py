@@ -56,16 +56,21 @@ def test_every_page_is_in_the_navigation_and_the_results_are_generated(site):
 
 
 def test_every_tutorial_is_a_page_with_its_outputs_figures_and_notebook(site):
-    """tutorials/site_pages.py renders each executed notebook: one image a PNG output, the notebook downloadable."""
+    """tutorials/site_pages.py renders each executed notebook: each distinct PNG output once, the notebook downloadable;
+    the collapsed solutions' Markdown is rendered (md_in_html)."""
     for notebook in sorted((ROOT / "tutorials").glob("[0-9][0-9]_*.ipynb")):
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-        pngs = sum("image/png" in o.get("data", {}) for c in cells for o in c.get("outputs", []))
+        outputs = [o.get("data", {}) for c in cells for o in c.get("outputs", [])]
+        pngs = len({data["image/png"] for data in outputs if "image/png" in data})
         page = (site / "tutorials" / notebook.stem / "index.html").read_text(encoding="utf-8")
         assert len(re.findall(r'<img alt="Figure \d+ of ', page)) == pngs, notebook.name
         assert (site / "tutorials" / notebook.name).read_bytes() == notebook.read_bytes()
         assert f'href="../{notebook.name}"' in page and "mode: full" in page, notebook.name
     bahdanau = (site / "tutorials" / "02_bahdanau_attention" / "index.html").read_text(encoding="utf-8")
     assert '<span class="arithmatex">' in bahdanau  # the formulas go to MathJax, not to the Markdown parser
+    luong = (site / "tutorials" / "03_luong_attention" / "index.html").read_text(encoding="utf-8")
+    solutions = luong[luong.index("<details"):]
+    assert "<code>" in solutions and "$h_t" not in solutions  # Markdown and formulas inside <details> rendered
 
 
 def test_the_getting_started_page_gives_the_readme_quick_start_commands():

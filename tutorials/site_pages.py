@@ -8,8 +8,10 @@ and `mkdocs build` renders whatever `build_notebooks.py` last executed.
 """
 
 import base64
+import hashlib
 import json
 import pathlib
+import re
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -25,24 +27,44 @@ def render(notebook_path):
     notebook_path = pathlib.Path(notebook_path)
     cells = json.loads(notebook_path.read_text(encoding="utf-8"))["cells"]
     stem = notebook_path.stem
-    parts, figures = [], {}
+    parts, figures, shown = [], {}, set()
     for cell in cells:
-        source = "".join(cell["source"]).rstrip()
+        source = "".join(cell["source"]).strip("\n").rstrip()
         if cell["cell_type"] == "markdown":
-            parts.append(source)
+            parts.append(source.replace("<details>", '<details markdown="1">'))  # its Markdown rendered too
             continue
         if cell["cell_type"] != "code":
             continue
+        source = re.sub(r"\s*# noqa\b[^\n]*", "", source)  # for the scripts' linter, not for a reader
         if source:
             parts.append(f"```python\n{source}\n```")
-        for output in cell.get("outputs", []):
-            parts.extend(_output(output, stem, figures))
+        for output in _merged(cell.get("outputs", [])):
+            parts.extend(_output(output, stem, figures, shown))
     heading, rest = _split_heading(parts)
-    links = (f"[Download the notebook]({notebook_path.name}) (its script: `tutorials/{stem}.py`). "
-             f"It runs in Jupyter from the repository's `tutorials/` folder, beside `_common.py`, with the "
-             f"package installed ([Running them](../tutorials.md#running-them)). The outputs below are the "
-             f"notebook's own, from its last execution.")
-    return "\n\n".join([heading, links, *rest]) + "\n", figures
+    return "\n\n".join([heading, _how_to_run(notebook_path), *rest]) + "\n", figures
+
+
+def _how_to_run(notebook_path):
+    """The note at the top of a page: where the notebook is and what it needs to run."""
+    return (f'!!! tip "Run it yourself"\n'
+            f"    Clone the repository, `pip install -e .` and `pip install jupyter` in it, then open "
+            f"`tutorials/{notebook_path.name}` (it imports `tutorials/_common.py`, so keep the two together) or "
+            f"run `python tutorials/{notebook_path.stem}.py`; see [Running them](../tutorials.md#running-them). "
+            f"[Download this notebook]({notebook_path.name}). The outputs below are the notebook's own, from its "
+            f"last run.")
+
+
+def _merged(outputs):
+    """The outputs with consecutive prints to the same stream joined, as a notebook shows them."""
+    merged = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        if (output["output_type"] == "stream" and previous and previous["output_type"] == "stream"
+                and previous["name"] == output["name"]):
+            merged[-1] = dict(previous, text="".join(previous["text"]) + "".join(output["text"]))
+        else:
+            merged.append(output)
+    return merged
 
 
 def _split_heading(parts):
@@ -55,19 +77,26 @@ def _split_heading(parts):
     return "# Tutorial", parts
 
 
-def _output(output, stem, figures):
-    """The Markdown of one cell output; PNG figures are added to `figures`."""
+def _output(output, stem, figures, shown):
+    """The Markdown of one cell output; PNG figures are added to `figures`, once each (`shown`: their digests)."""
     kind = output["output_type"]
     if kind == "stream":
-        text = "".join(output["text"]).rstrip("\n")
+        text = "".join(output["text"]).strip("\n")
         return [f"```text\n{text}\n```"] if text.strip() else []
     if kind == "error":
         return [f"```text\n{output['ename']}: {output['evalue']}\n```"]
     data = output.get("data", {})
     if "image/png" in data:
+        png = base64.b64decode("".join(data["image/png"]))
+        digest = hashlib.sha256(png).hexdigest()
+        if digest in shown:  # a figure a cell displayed twice (returned and shown) is shown once
+            return []
+        shown.add(digest)
         name = f"figure_{len(figures) + 1}.png"
-        figures[name] = base64.b64decode("".join(data["image/png"]))
+        figures[name] = png
         return [f"![Figure {len(figures)} of {stem}]({stem}/{name})"]
+    if "text/markdown" in data:
+        return ["".join(data["text/markdown"]).strip("\n")]
     if "text/html" in data:
         return ['<div class="tutorial-output">\n' + "".join(data["text/html"]).strip() + "\n</div>"]
     if "text/plain" in data:

@@ -197,8 +197,9 @@ class Transformer(TransformerDecoding, keras.Model):
         if self.output_projection is not None:
             logits = self.output_projection(x)
         else:
-            table = self.target_embedding.token_embedding.embeddings  # (V, d)
-            logits = ops.matmul(x, ops.transpose(ops.cast(table, x.dtype)))  # (B, T, V)
+            with keras.name_scope("output_projection"):  # the tied product's ops, named as the layer's are
+                table = self.target_embedding.token_embedding.embeddings  # (V, d)
+                logits = ops.matmul(x, ops.transpose(ops.cast(table, x.dtype)))  # (B, T, V)
         return ops.cast(logits, "float32")
 
     def decode(self, target_in, encoder_output, source_mask, training=None, return_attention=False):

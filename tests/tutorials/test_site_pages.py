@@ -20,27 +20,31 @@ def _site_pages():
 def test_a_notebook_renders_with_its_outputs_and_figures(tmp_path):
     notebook = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("# 00 · A title\n\nWhat it teaches, $e_{ij}$."),
-        nbformat.v4.new_code_cell("print(1 + 1)", outputs=[
-            nbformat.v4.new_output("stream", name="stdout", text="2\n")]),
-        nbformat.v4.new_code_cell("plot()", outputs=[
+        nbformat.v4.new_code_cell("\nprint(1 + 1)  # noqa: T201", outputs=[
+            nbformat.v4.new_output("stream", name="stdout", text="2\n"),
+            nbformat.v4.new_output("stream", name="stdout", text="3\n")]),  # printed apart, shown together
+        nbformat.v4.new_code_cell("plot()", outputs=[  # returned and displayed: the same figure twice
+            nbformat.v4.new_output("display_data", data={"image/png": base64.b64encode(PNG).decode(),
+                                                         "text/plain": "<Figure size 10x10>"}),
             nbformat.v4.new_output("display_data", data={"image/png": base64.b64encode(PNG).decode(),
                                                          "text/plain": "<Figure size 10x10>"})]),
         nbformat.v4.new_code_cell("table", outputs=[
             nbformat.v4.new_output("execute_result", data={"text/html": "<table><tr><td>1</td></tr></table>",
                                                            "text/plain": "1"}, execution_count=3)]),
         nbformat.v4.new_code_cell("", outputs=[]),
-        nbformat.v4.new_markdown_cell("## Recap"),
+        nbformat.v4.new_markdown_cell("## Recap\n\n<details><summary>1. Why</summary>\n\n*Because* $x$.\n</details>"),
     ])
     path = tmp_path / "00_example.ipynb"
     nbformat.write(notebook, path)
 
     page, figures = _site_pages().render(path)
 
-    assert page.startswith("# 00 · A title\n\n[Download the notebook](00_example.ipynb)")
-    assert figures == {"figure_1.png": PNG}
-    expected_order = ["What it teaches, $e_{ij}$.", "```python\nprint(1 + 1)\n```", "```text\n2\n```",
+    assert page.startswith('# 00 · A title\n\n!!! tip "Run it yourself"\n')
+    assert "[Download this notebook](00_example.ipynb)" in page and "tutorials/_common.py" in page
+    assert figures == {"figure_1.png": PNG} and page.count("![Figure") == 1
+    expected_order = ["What it teaches, $e_{ij}$.", "```python\nprint(1 + 1)\n```", "```text\n2\n3\n```",
                       "```python\nplot()\n```", "![Figure 1 of 00_example](00_example/figure_1.png)",
-                      '<div class="tutorial-output">\n<table><tr><td>1</td></tr></table>\n</div>', "## Recap"]
+                      '<div class="tutorial-output">\n<table><tr><td>1</td></tr></table>\n</div>', "## Recap", '<details markdown="1"><summary>1. Why</summary>']
     positions = [page.index(part) for part in expected_order]
     assert positions == sorted(positions)
     assert "```python\n\n```" not in page  # an empty cell leaves nothing
