@@ -181,10 +181,13 @@ def parse_command_line(argv):
 
     `keras-attention translate RUN --beam-size 8 "A dog runs."` reads the
     sentence after the option, and `--verbose` may come before or after the
-    command. A usage error names the command's own `--help`. An option that
-    takes several values (`--test-files A B`) still takes every word up to the
-    next option. Without a command, or with anything but `--verbose` before it,
-    the program's parser answers as usual (`--help`, `--version`, errors).
+    command. A usage error names the command's own `--help`. A files option
+    takes its own words only (`--test-files SOURCE TARGET`, or one file with
+    `--dataset tsv`) in a command with positional arguments: `evaluate
+    --test-files a.en a.de runs/x` reads the translator `runs/x` (in `train`,
+    a third file is refused by `TrainConfig`'s check). Without a command, or with anything but `--verbose`
+    before it, the program's parser answers as usual (`--help`, `--version`,
+    errors).
     """
     parser = build_parser()
     argv = list(argv)
@@ -192,10 +195,37 @@ def parse_command_line(argv):
     at = next((i for i, word in enumerate(argv[:end]) if word in parser.commands), None)
     if at is None or any(word != "--verbose" for word in argv[:at]):
         return parser.parse_args(argv)
-    args = parser.commands[argv[at]].parse_intermixed_args(argv[at + 1:])
+    command = parser.commands[argv[at]]
+    words = argv[at + 1:]
+    if any(not action.option_strings for action in command._actions):  # a command with positional arguments
+        words = _file_words_first(words)
+    args = command.parse_intermixed_args(words)
     args.command = argv[at]
     args.verbose = "--verbose" in argv[:at] or getattr(args, "verbose", False)
     return args
+
+
+FILE_OPTIONS = ("--train-files", "--valid-files", "--test-files")
+
+
+def _file_words_first(words):
+    """`words` with those that follow a files option's own (two, or one with `--dataset tsv`) moved to the front,
+    where the parser reads them as positional arguments; argparse's `nargs="+"` would take them all."""
+    end = words.index("--") if "--" in words else len(words)
+    at = next((i for i, w in enumerate(words[:end]) if w == "--dataset" or w.startswith("--dataset=")), None)
+    dataset = None if at is None else words[at].partition("=")[2] or (words[at + 1:at + 2] or [None])[0]
+    room = 1 if dataset == "tsv" else 2
+    kept, moved, taken = [], [], None
+    for i, word in enumerate(words[:end]):
+        if word.startswith("-"):
+            taken = 0 if word in FILE_OPTIONS else None
+        elif taken is not None:
+            taken += 1
+            if taken > room:
+                moved.append(word)
+                continue
+        kept.append(word)
+    return moved + kept + words[end:]
 
 
 def _add_train_command(commands):

@@ -18,6 +18,24 @@ def test_a_sentence_after_an_option_is_a_sentence():
     assert args.checkpoints == ["a.h5", "b.h5"]
 
 
+@pytest.mark.parametrize("argv, files", [
+    (["evaluate", "--dataset", "files", "--test-files", "a.en", "a.de", "runs/x", "--split", "test"], ["a.en", "a.de"]),
+    (["evaluate", "--test-files", "t.tsv", "runs/x", "--dataset=tsv"], ["t.tsv"]),  # tsv: one file
+    (["evaluate", "runs/x", "--test-files", "a.en", "a.de"], ["a.en", "a.de"]),
+])
+def test_a_files_option_takes_its_own_words_only(argv, files):
+    args = parse_command_line(argv)
+    assert (args.translator, args.test_files) == ("runs/x", files)
+
+
+def test_a_third_file_is_refused_by_name(capsys):
+    with pytest.raises(SystemExit) as stopped:  # a command with a positional argument: the parser names it
+        parse_command_line(["evaluate", "--dataset", "files", "--test-files", "a.en", "a.de", "b.de", "runs/x"])
+    assert stopped.value.code == 2 and "unrecognized arguments: runs/x" in capsys.readouterr().err
+    # train has none: its files option keeps every word, and the configuration's check names them all.
+    assert parse_command_line(["train", "--train-files", "a.en", "a.de", "b.de"]).train_files == ["a.en", "a.de", "b.de"]
+
+
 @pytest.mark.parametrize("argv", [["--verbose", "translate", "runs/x", "hi"],
                                   ["translate", "runs/x", "hi", "--verbose"]])
 def test_verbose_before_or_after_the_command(argv):
