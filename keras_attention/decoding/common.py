@@ -141,6 +141,20 @@ def run_in_stages(model, stages, keep_going, step, loop_vars):
 # Small tensor helpers -------------------------------------------------------------
 
 
+def argmax_last(x):
+    """int32 index of the largest value along `x`'s last axis, the first one on ties.
+
+    On TensorFlow its own `ArgMax`, one pass over `x`: Keras' `ops.argmax`
+    adds four more (B, V) passes a step to rank -0.0 below 0.0, a tie between
+    logits that decoding does not meet.
+    """
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.argmax(x, axis=-1, output_type=tf.int32)
+    return ops.cast(ops.argmax(x, axis=-1), "int32")
+
+
 def mask_padding(logits):
     """Logits `(..., V)` with the padding id 0 set to -inf."""
     vocab = ops.shape(logits)[-1]

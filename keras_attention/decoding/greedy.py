@@ -1,8 +1,6 @@
 """Greedy decoding: the most likely next token at every step."""
 
-from keras import ops
-
-from keras_attention.decoding.common import check_common_arguments, decode_single_path
+from keras_attention.decoding.common import argmax_last, check_common_arguments, decode_single_path
 
 
 def greedy_decode(model, source_ids, start_id, end_id, max_length, return_attention=False, chunked=False):
@@ -51,7 +49,7 @@ def greedy_decode(model, source_ids, start_id, end_id, max_length, return_attent
     source_ids = check_common_arguments(model, source_ids, start_id, end_id, max_length)
 
     def choose(logits, index):
-        return ops.argmax(logits, axis=-1)  # (B,)
+        return argmax_last(logits)  # (B,)
 
     return decode_single_path(model, source_ids, start_id, end_id, max_length, choose, return_attention,
                               chunked=chunked)

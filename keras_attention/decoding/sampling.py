@@ -3,7 +3,7 @@
 import tensorflow as tf
 from keras import ops
 
-from keras_attention.decoding.common import NEG_INF, check_common_arguments, decode_single_path
+from keras_attention.decoding.common import NEG_INF, argmax_last, check_common_arguments, decode_single_path
 from keras_attention.decoding.options import DEFAULTS, DecodingOptions
 
 
@@ -98,6 +98,6 @@ def sample(
         # Gumbel-max: argmax(logits + Gumbel noise) is a draw from softmax(logits).
         step_seed = tf.stack([base_seed, tf.cast(index, tf.int32)])  # a stream per step
         uniform = tf.random.stateless_uniform(tf.shape(logits), seed=step_seed, minval=1e-20, maxval=1.0)
-        return ops.argmax(logits - ops.log(-ops.log(uniform)), axis=-1)
+        return argmax_last(logits - ops.log(-ops.log(uniform)))
 
     return decode_single_path(model, source_ids, start_id, end_id, max_length, choose, return_attention)

@@ -68,6 +68,17 @@ def test_toy_matches_numpy_argmax_loop():
             prefix.append(tokens[b, t])
 
 
+def test_argmax_last_is_numpys_first_maximum():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(6, 50)).astype("float32")
+    logits[1, [3, 7]] = 9.0  # a tie: the first index wins, as in NumPy
+    logits[2] = -np.inf
+    logits[2, 5] = 0.0
+    got = common.argmax_last(tf.constant(logits)).numpy()
+    assert got.dtype == np.int32 and got.tolist() == np.argmax(logits, axis=-1).tolist()
+    assert got[1] == 3 and got[2] == 5
+
+
 def test_stops_early_when_every_row_has_ended():
     toy = ToyModel(max_length=6, end_bias=20.0)
     result = greedy_decode(toy, toy_source(), START, END, 6)
