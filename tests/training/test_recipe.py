@@ -20,7 +20,7 @@ def shared_run(tmp_path_factory):
     config = TrainConfig(
         model="transformer", preset="tiny", dataset="dates", vocab_size=240, max_length=40, epochs=1,
         batch_size=32, max_train_examples=512, bleu_sample=0, jit_compile=False, keep_checkpoints=0,
-        joint_vocabulary=True, share_embeddings=True, output_dir=str(folder),
+        max_test_examples=50, joint_vocabulary=True, share_embeddings=True, output_dir=str(folder),
         overrides=dict(num_layers=1, d_model=32, num_heads=2, intermediate_dim=64),
     )
     translator, _ = train(config, verbose=0)
