@@ -287,9 +287,9 @@ def _length_stats(ids, max_source, max_target, on_long, sampled=False):
 
 def _report(stats, max_length):
     if stats.long_pairs:
-        logger.warning("Translation pairs: %s (max_length=%s).", stats, max_length)
+        logger.warning("Translation pairs (max_length=%s): %s.", max_length, stats)
     else:
-        logger.info("Translation pairs: %s (max_length=%s).", stats, max_length)
+        logger.info("Translation pairs (max_length=%s): %s.", max_length, stats)
 
 
 def _max_lengths(max_length):
