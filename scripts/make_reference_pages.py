@@ -9,9 +9,8 @@ They are never edited by hand: after changing a flag, the CHANGELOG or the reply
 (tests/test_docs.py checks that they are what this script writes now).
 """
 
-import json
-
 import argparse
+import json
 import os
 import re
 import sys
@@ -97,6 +96,8 @@ def with_blocks(name, text):
         if not found:
             raise ValueError(f"{name}: no {marker!r}")
         start = tail.index("```")
+        if tail[:start].strip():
+            raise ValueError(f"{name}: the fenced block must follow {marker!r} directly")
         end = tail.index("\n```", start + 3) + 4
         text = head + marker + tail[:start] + BLOCKS[marker]() + tail[end:]
     return text

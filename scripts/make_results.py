@@ -185,7 +185,7 @@ def decoding_profile():
                  for row in r["ctranslate2"].get("results", [])}
     parts = [("self-attention",), ("cache updates",), ("cross-attention",), ("output projection", "log-softmax"),
              ("search",), ("feed-forward", "layer norm", "embedding", "encoder", "tokenization", "other")]
-    rows = []
+    rows, counts = [], [row["sentences"] for row in r["results"]]
     for row in r["results"]:
         categories, ct2 = row["categories_ms_per_token"], reference.get((row["method"], row["batch_size"]))
         rows.append((
@@ -193,15 +193,15 @@ def decoding_profile():
             "greedy" if row["method"] == "greedy" else "beam 4", row["batch_size"],
             f"{row['wall_ms_per_token']:.3f}", "" if ct2 is None else f"{ct2:.3f}",
             *(f"{sum(categories[c] for c in part):.3f}" for part in parts),
-            f"{row['loop_overhead_ms_per_token']:.3f}"))
+            f"{row['idle_ms_per_token']:.3f}"))
     return table(["engine", "decoding", "batch", "ms a token", "CTranslate2 ms a token", "self-attention",
                   "cache updates", "cross-attention", "output projection and log-softmax", "search (top-k, beams)",
                   "the rest", "no op running"], rows,
                  ["Milliseconds per generated target token ([END] included) on the first "
-                  f"{r['results'][-1]['sentences']} test_2016_flickr sentences (one sentence at a time: the first "
-                  f"{r['results'][0]['sentences']}), TensorFlow graph decoding without XLA, ops timed by the "
-                  "TensorFlow profiler and grouped by their scope (`scripts/profile_decoding.py` lists the groups); "
-                  "ops that ran on both threads at once count twice. CTranslate2 (float32, same sentences) gives "
+                  f"{max(counts)} test_2016_flickr sentences (one sentence at a time: the first {min(counts)}), "
+                  "TensorFlow graph decoding without XLA, ops timed by the TensorFlow profiler and grouped by "
+                  "their scope (`scripts/profile_decoding.py` lists the groups); ops that ran on both threads at "
+                  "once count twice. CTranslate2 (float32, same sentences) gives "
                   "its wall time only: its profiler is not in the Python wheel.",
                   provenance(r, "decoding_profile.json", r["command"])])
 

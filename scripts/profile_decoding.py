@@ -18,15 +18,15 @@ into the signature), and sums the time of every op by category:
     search             the rest of the loop: top-k, the beams' scores, parents and finished flags
     other              ops outside these (eager ops around the loop, shape arithmetic, constants)
 
-and the "loop overhead": wall time during which no op ran (TensorFlow's
-executor between ops, Python around the calls). Times are per generated target
+and the idle time: wall time during which no op ran (TensorFlow's executor
+between ops, Python around the calls). Times are per generated target
 token; ops that ran on both threads at once count twice, so the categories may
 add up to more than the wall time. CTranslate2's own profiler is not in its
 Python wheel, so for CTranslate2 the script gives its wall time per token on
 the same sentences, as the reference.
 
     python scripts/profile_decoding.py runs/en-de --json profile.json
-    python scripts/profile_decoding.py --quick        # a small untrained model on generated dates (tests)
+    python scripts/profile_decoding.py --quick        # a small untrained model on generated dates
 
 A profile is a tool for finding where to work; the speed figures the docs
 report come from `scripts/benchmark_inference.py`.
@@ -59,19 +59,21 @@ def categorize(name, op_type):
         return "tokenization"
     if op_type in CACHE_WRITES:
         return "cache updates"
-    path = re.sub(r"_\d+(?=/|$)", "", name)  # decoder_1_1/self_attention_1 -> decoder/self_attention
+    path = re.sub(r"(?:_\d+)+(?=/|$)", "", name)  # encoder_0_1/self_attention_1 -> encoder/self_attention
     in_loop = path.startswith("while/") or "/while/" in path
     if not in_loop and re.search(r"(^|/)encoder(/|$)", path):  # its blocks' attention and norms included
         return "encoder"
     if "_norm/" in path or path.endswith("_norm"):
         return "layer norm"
+    if op_type == "LogSoftmax":  # greedy's and sampling's, at the loop's top level
+        return "log-softmax"
     for scope, category in (("self_attention", "self-attention"), ("cross_attention", "cross-attention"),
                             ("feedforward", "feed-forward"), ("output_projection", "output projection"),
                             ("target_embedding", "embedding"), ("ReduceLogSumExp", "log-softmax"),
                             ("log_softmax", "log-softmax")):
         if re.search(rf"(^|/){scope}\w*(/|$)", path):  # feedforward_intermediate/, self_attention/
             return category
-    if not in_loop and re.match(r"(key|value)/", path):  # the cross-attention keys and values, once a batch
+    if not in_loop and re.search(r"(^|/)(key|value)/", path):  # the cross-attention keys and values, once a batch
         return "cross-attention"
     return "search" if in_loop else "other"
 
@@ -126,13 +128,15 @@ def profile(decode, sentences, batch, tokens):
     for chunk in chunks[:2]:
         decode(chunk)  # trace every shape first
     trace_dir = tempfile.mkdtemp(prefix="decode-profile-")
+    tf.profiler.experimental.start(trace_dir)
     try:
-        tf.profiler.experimental.start(trace_dir)
         started = time.perf_counter()
         for chunk in chunks:
             decode(chunk)
         wall = time.perf_counter() - started
+    finally:
         tf.profiler.experimental.stop()
+    try:
         events = op_events(trace_dir)
     finally:
         shutil.rmtree(trace_dir, ignore_errors=True)
@@ -146,7 +150,7 @@ def profile(decode, sentences, batch, tokens):
     busy = busy_time(events) / 1e9
     return dict(sentences=len(sentences), target_tokens=tokens, wall_ms_per_token=per_token(wall * 1e3),
                 categories_ms_per_token={k: per_token(v) for k, v in by_category.items()},
-                loop_overhead_ms_per_token=per_token(max(wall * 1e3 - busy, 0.0)),
+                idle_ms_per_token=per_token(max(wall * 1e3 - busy, 0.0)),
                 busiest_ops_ms_per_token={k: per_token(v) for k, v in by_op.most_common(15)})
 
 
@@ -227,7 +231,7 @@ def main(argv=None):
                     top = sorted(row["categories_ms_per_token"].items(), key=lambda kv: -kv[1])[:4]
                     print(f"{engine:10s} {method:6s} batch {batch:2d}: {row['wall_ms_per_token']:.3f} ms a token; "
                           + ", ".join(f"{k} {v:.3f}" for k, v in top)
-                          + f", loop overhead {row['loop_overhead_ms_per_token']:.3f}", flush=True)
+                          + f", no op running {row['idle_ms_per_token']:.3f}", flush=True)
         ct2 = ctranslate2_reference(translator, sentences, scratch, export_ctranslate2, CTranslate2Translator)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -181,13 +181,13 @@ def parse_command_line(argv):
 
     `keras-attention translate RUN --beam-size 8 "A dog runs."` reads the
     sentence after the option, and `--verbose` may come before or after the
-    command. A usage error names the command's own `--help`. A files option
-    takes its own words only (`--test-files SOURCE TARGET`, or one file with
-    `--dataset tsv`) in a command with positional arguments: `evaluate
-    --test-files a.en a.de runs/x` reads the translator `runs/x` (in `train`,
-    a third file is refused by `TrainConfig`'s check). Without a command, or with anything but `--verbose`
-    before it, the program's parser answers as usual (`--help`, `--version`,
-    errors).
+    command. A usage error names the command's own `--help`. In a command with
+    positional arguments, a files option takes its own words only
+    (`--test-files SOURCE TARGET`, or one file with `--dataset tsv`):
+    `evaluate --test-files a.en a.de runs/x` reads the translator `runs/x`. In
+    `train`, a third file is refused by `TrainConfig`'s check. Without a
+    command, or with anything but `--verbose` before it, the program's parser
+    answers as usual (`--help`, `--version`, errors).
     """
     parser = build_parser()
     argv = list(argv)
@@ -198,7 +198,7 @@ def parse_command_line(argv):
     command = parser.commands[argv[at]]
     words = argv[at + 1:]
     if any(not action.option_strings for action in command._actions):  # a command with positional arguments
-        words = _file_words_first(words)
+        words = _files_last(words)
     args = command.parse_intermixed_args(words)
     args.command = argv[at]
     args.verbose = "--verbose" in argv[:at] or getattr(args, "verbose", False)
@@ -208,24 +208,33 @@ def parse_command_line(argv):
 FILE_OPTIONS = ("--train-files", "--valid-files", "--test-files")
 
 
-def _file_words_first(words):
-    """`words` with those that follow a files option's own (two, or one with `--dataset tsv`) moved to the front,
-    where the parser reads them as positional arguments; argparse's `nargs="+"` would take them all."""
+def _files_last(words):
+    """`words` with each files option and its own words (two, or one with `--dataset tsv`) moved to the end,
+    so that the words after them are read as positional arguments: argparse's `nargs="+"` would take them all."""
     end = words.index("--") if "--" in words else len(words)
-    at = next((i for i, w in enumerate(words[:end]) if w == "--dataset" or w.startswith("--dataset=")), None)
-    dataset = None if at is None else words[at].partition("=")[2] or (words[at + 1:at + 2] or [None])[0]
+    dataset = None
+    for i, word in enumerate(words[:end]):  # the last one counts, as for argparse
+        name, equals, value = word.partition("=")
+        if _abbreviates(name, "--dataset", "--datas"):  # not --data (--data-dir)
+            dataset = value if equals else (words[i + 1] if i + 1 < end else None)
     room = 1 if dataset == "tsv" else 2
-    kept, moved, taken = [], [], None
-    for i, word in enumerate(words[:end]):
+    rest, files, taken = [], [], None
+    for word in words[:end]:
         if word.startswith("-"):
-            taken = 0 if word in FILE_OPTIONS else None
-        elif taken is not None:
+            taken = 0 if any(_abbreviates(word, option, option[:5]) for option in FILE_OPTIONS) else None
+        elif taken is not None and taken < room:
             taken += 1
-            if taken > room:
-                moved.append(word)
-                continue
-        kept.append(word)
-    return moved + kept + words[end:]
+        else:
+            taken = None
+            rest.append(word)
+            continue
+        (files if taken is not None else rest).append(word)
+    return rest + files + words[end:]
+
+
+def _abbreviates(word, option, shortest):
+    """Whether argparse reads `word` as `option`: the option itself or a prefix at least as long as `shortest`."""
+    return option.startswith(word) and len(word) >= len(shortest)
 
 
 def _add_train_command(commands):

@@ -19,8 +19,11 @@ def test_a_sentence_after_an_option_is_a_sentence():
 
 
 @pytest.mark.parametrize("argv, files", [
-    (["evaluate", "--dataset", "files", "--test-files", "a.en", "a.de", "runs/x", "--split", "test"], ["a.en", "a.de"]),
+    (["evaluate", "--dataset", "files", "--test-files", "a.en", "a.de", "runs/x", "--split", "test"],
+     ["a.en", "a.de"]),
     (["evaluate", "--test-files", "t.tsv", "runs/x", "--dataset=tsv"], ["t.tsv"]),  # tsv: one file
+    (["evaluate", "--dataset", "files", "--test-files", "t.tsv", "runs/x", "--dataset", "tsv"], ["t.tsv"]),  # the last
+    (["evaluate", "--test-file", "t.tsv", "runs/x", "--datas", "tsv"], ["t.tsv"]),  # argparse's abbreviations
     (["evaluate", "runs/x", "--test-files", "a.en", "a.de"], ["a.en", "a.de"]),
 ])
 def test_a_files_option_takes_its_own_words_only(argv, files):
@@ -30,10 +33,11 @@ def test_a_files_option_takes_its_own_words_only(argv, files):
 
 def test_a_third_file_is_refused_by_name(capsys):
     with pytest.raises(SystemExit) as stopped:  # a command with a positional argument: the parser names it
-        parse_command_line(["evaluate", "--dataset", "files", "--test-files", "a.en", "a.de", "b.de", "runs/x"])
-    assert stopped.value.code == 2 and "unrecognized arguments: runs/x" in capsys.readouterr().err
+        parse_command_line(["evaluate", "runs/x", "--dataset", "files", "--test-files", "a.en", "a.de", "b.de"])
+    assert stopped.value.code == 2 and "unrecognized arguments: b.de" in capsys.readouterr().err
     # train has none: its files option keeps every word, and the configuration's check names them all.
-    assert parse_command_line(["train", "--train-files", "a.en", "a.de", "b.de"]).train_files == ["a.en", "a.de", "b.de"]
+    train = parse_command_line(["train", "--train-files", "a.en", "a.de", "b.de"])
+    assert train.train_files == ["a.en", "a.de", "b.de"]
 
 
 @pytest.mark.parametrize("argv", [["--verbose", "translate", "runs/x", "hi"],

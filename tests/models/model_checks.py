@@ -13,8 +13,8 @@ from keras_attention.training import MaskedSparseCrossEntropy, MaskedTokenAccura
 
 def also_under_jax(values, chosen):
     """`values` for `parametrize`, those at the indices `chosen` marked `jax_pass`: under JAX the model tests
-    check what can differ there (its training step, its decoding steps) once per code path, the options
-    being the layers' own, which their tests run under JAX."""
+    check what can differ there (its training step, its decoding steps) on the model's own code paths, the
+    layers' options being covered by the layers' tests, which run under JAX."""
     return [pytest.param(v, marks=pytest.mark.jax_pass) if i in chosen else v for i, v in enumerate(values)]
 
 

@@ -25,7 +25,7 @@ def test_learns_a_small_batch(options):
     model_checks.check_fits_to_near_zero_loss(Seq2SeqRNN(20, 20, **SMALL, **options), epochs=150)
 
 
-@pytest.mark.parametrize("options", model_checks.also_under_jax(VARIANTS, [1, 3]), ids=_ids)
+@pytest.mark.parametrize("options", model_checks.also_under_jax(VARIANTS, [0, 1, 3]), ids=_ids)
 def test_decode_steps_match_full_pass(options):
     model_checks.check_decode_steps_match_full_pass(Seq2SeqRNN(20, 20, **SMALL, **options))
 

@@ -163,6 +163,9 @@ def test_the_documented_reply_has_the_layout_of_a_reply_today(signatures):
 
     documented = json.loads((root / "benchmarks" / "serving_reply.json").read_text(encoding="utf-8"))
     assert documented["request"] == serving_reply.REQUEST and documented["export"] == "beam"
+    for page in ("README.md", "docs/serving.md"):  # the curl command whose reply the pages show sends it
+        body = re.search(r"translator:predict \\\n\s+-d '(\{.*?\})'", (root / page).read_text(encoding="utf-8"))
+        assert body and json.loads(body.group(1)) == serving_reply.REQUEST, page
     translate, translate_ids, _ = signatures["beam"]
     today = json.loads(rest_predict({"serving_default": translate, "translate_ids": translate_ids},
                                     json.dumps(serving_reply.REQUEST)))

@@ -44,7 +44,8 @@ def test_a_notebook_renders_with_its_outputs_and_figures(tmp_path):
     assert figures == {"figure_1.png": PNG} and page.count("![Figure") == 1
     expected_order = ["What it teaches, $e_{ij}$.", "```python\nprint(1 + 1)\n```", "```text\n2\n3\n```",
                       "```python\nplot()\n```", "![Figure 1 of 00_example](00_example/figure_1.png)",
-                      '<div class="tutorial-output">\n<table><tr><td>1</td></tr></table>\n</div>', "## Recap", '<details markdown="1"><summary>1. Why</summary>']
+                      '<div class="tutorial-output">\n<table><tr><td>1</td></tr></table>\n</div>', "## Recap",
+                      '<details markdown="1"><summary>1. Why</summary>']
     positions = [page.index(part) for part in expected_order]
     assert positions == sorted(positions)
     assert "```python\n\n```" not in page  # an empty cell leaves nothing
