@@ -14,13 +14,21 @@ def _limit():
     return config.getint("flake8", "max-line-length")
 
 
+def _inside_long_strings(path):
+    """The numbers of the lines that a multi-line string continues onto: in the tests, data such as a compiler's
+    output keeps its own lines."""
+    with open(path, encoding="utf-8") as f:
+        return {number for token in tokenize.generate_tokens(f.readline) if token.type == tokenize.STRING
+                for number in range(token.start[0] + 1, token.end[0] + 1)}
+
+
 def test_lines_are_within_the_limit_of_setup_cfg():
     limit = _limit()
     long_lines = [f"{path.relative_to(ROOT)}:{number}: {len(line)} characters"
-                  for folder in ("keras_attention", "scripts")
+                  for folder in ("keras_attention", "scripts", "tests")
                   for path in sorted((ROOT / folder).rglob("*.py"))
                   for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-                  if len(line) > limit]
+                  if len(line) > limit and not (folder == "tests" and number in _inside_long_strings(path))]
     assert long_lines == []
 
 

@@ -141,7 +141,8 @@ def test_a_sequence_past_max_length_is_refused(position):
 
 
 def test_a_missing_argument_is_named_as_python_names_it():
-    with pytest.raises(TypeError, match=r"PositionalEmbedding\(\) missing required keyword argument\(s\): 'vocab_size'"):
+    message = r"PositionalEmbedding\(\) missing required keyword argument\(s\): 'vocab_size'"
+    with pytest.raises(TypeError, match=message):
         PositionalEmbedding(d_model=32)
 
 

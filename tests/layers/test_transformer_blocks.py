@@ -311,14 +311,16 @@ def test_bad_arguments(cls):
 
 @pytest.mark.parametrize("cls", [TransformerEncoder, TransformerDecoder])
 def test_positional_arguments_are_refused_as_keras_hub_orders_them_the_other_way(cls):
-    with pytest.raises(TypeError, match=r"num_heads, intermediate_dim as keywords.*Received positional arguments: \(8, 4\)"):
+    message = r"num_heads, intermediate_dim as keywords.*Received positional arguments: \(8, 4\)"
+    with pytest.raises(TypeError, match=message):
         cls(8, 4)
 
 
 @pytest.mark.parametrize("call, name, shape", [
     (lambda: TransformerEncoder(num_heads=2, intermediate_dim=8)(_randn(2, 5, D), padding_mask=np.ones((2, 6), bool)),
      "padding_mask", (2, 6)),
-    (lambda: TransformerEncoder(num_heads=2, intermediate_dim=8)(_randn(2, 5, D), attention_mask=np.ones((2, 5, 4), bool)),
+    (lambda: TransformerEncoder(num_heads=2, intermediate_dim=8)(_randn(2, 5, D),
+                                                                 attention_mask=np.ones((2, 5, 4), bool)),
      "attention_mask", (2, 5, 4)),
     (lambda: TransformerDecoder(num_heads=2, intermediate_dim=8)(
         _randn(2, 5, D), _randn(2, 7, D), encoder_padding_mask=np.ones((2, 5), bool)), "encoder_padding_mask", (2, 5)),
@@ -328,7 +330,8 @@ def test_positional_arguments_are_refused_as_keras_hub_orders_them_the_other_way
         _randn(2, 5, D), decoder_attention_mask=np.ones((2, 5, 7), bool)), "decoder_attention_mask", (2, 5, 7)),
 ])
 def test_a_mask_of_the_wrong_shape_is_named_with_its_shape(call, name, shape):
-    with pytest.raises(ValueError, match=re.escape(f"`{name}` must have shape") + ".*" + re.escape(f"{name}.shape={shape}")):
+    message = re.escape(f"`{name}` must have shape") + ".*" + re.escape(f"{name}.shape={shape}")
+    with pytest.raises(ValueError, match=message):
         call()
 
 
@@ -341,7 +344,8 @@ def test_decoder_must_be_called_as_built():
 
 @pytest.mark.parametrize("block", [TransformerEncoder, TransformerDecoder])
 def test_attention_kernel_initializer_reaches_the_attention_kernels_only(block):
-    layer = block(num_heads=HEADS, intermediate_dim=FF, kernel_initializer="ones", attention_kernel_initializer=keras.initializers.Constant(0.5))
+    layer = block(num_heads=HEADS, intermediate_dim=FF, kernel_initializer="ones",
+                  attention_kernel_initializer=keras.initializers.Constant(0.5))
     x = _randn(2, 5, D)
     layer(x) if block is TransformerEncoder else layer(x, x)
     for w in layer.weights:
@@ -362,5 +366,6 @@ def test_a_keras_hub_cache_is_refused_naming_the_argument():
 
 @pytest.mark.parametrize("cls", [TransformerEncoder, TransformerDecoder])
 def test_a_missing_argument_is_named_as_python_names_it(cls):
-    with pytest.raises(TypeError, match=rf"{cls.__name__}\(\) missing required keyword argument\(s\): 'intermediate_dim'"):
+    message = rf"{cls.__name__}\(\) missing required keyword argument\(s\): 'intermediate_dim'"
+    with pytest.raises(TypeError, match=message):
         cls(num_heads=4)

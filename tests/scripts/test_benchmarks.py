@@ -297,7 +297,8 @@ def test_precision_benchmark_defaults_to_four_variants(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         benchmark_precision.main(["--quick"])
     assert built == [[("float32:xla", ("float32", True)), ("float32:no-xla", ("float32", False)),
-                      ("mixed_bfloat16:no-xla", ("mixed_bfloat16", False)), ("mixed_bfloat16:xla", ("mixed_bfloat16", True))]]
+                      ("mixed_bfloat16:no-xla", ("mixed_bfloat16", False)),
+                      ("mixed_bfloat16:xla", ("mixed_bfloat16", True))]]
 
 
 def test_precision_variants_are_one_model_in_other_dtypes():

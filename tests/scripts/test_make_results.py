@@ -75,7 +75,8 @@ def test_the_luong_scale_table(tmp_path, monkeypatch):
 
 def test_the_attention_init_table(tmp_path, monkeypatch):
     run = {"loss": [6.5, 4.8], "epoch_seconds": [300.0, 200.0], "seconds": 600}
-    figures = {"command": "python scripts/ablations/ablate_attention_init.py", "device": "/device:CPU:0", "direction": "en-de",
+    figures = {"command": "python scripts/ablations/ablate_attention_init.py", "device": "/device:CPU:0",
+               "direction": "en-de",
                "epochs": 2, "runs": [
                    {**run, "init": "headwise_glorot_uniform", "val_loss": [5.449, 4.527],
                     "val_token_accuracy": [0.3045, 0.4031], "val_bleu": [3.39, 14.0]},
@@ -166,7 +167,8 @@ def test_the_precision_table_is_rendered_from_its_json(tmp_path, monkeypatch):
     out = make_results.precision()
     assert "| `--precision`, `--jit` | target tokens/s (median) | over float32, XLA |" in out
     assert "| float32, XLA | 20,000 | 1.00x |" in out and "| `mixed_bfloat16`, no XLA | 30,000 | 1.50x |" in out
-    assert "`tiny` model of `benchmark_precision.py` (4+4 layers, width 128, feed-forward 256, vocabulary 10,000, batch 256 x 16" in out
+    assert ("`tiny` model of `benchmark_precision.py` (4+4 layers, width 128, feed-forward 256, vocabulary 10,000, "
+            "batch 256 x 16") in out
     assert "5 alternated rounds of 20 steps" in out
     assert "512 x 512 matrix product ran at (GFLOP/s): float32 without XLA 200, bfloat16 without XLA 701." in out
     assert "Measured on 2026-01-02" in out
