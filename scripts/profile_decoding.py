@@ -26,7 +26,6 @@ Python wheel, so for CTranslate2 the script gives its wall time per token on
 the same sentences, as the reference.
 
     python scripts/profile_decoding.py runs/en-de --json profile.json
-    python scripts/profile_decoding.py --quick        # a small untrained model on generated dates
 
 A profile is a tool for finding where to work; the speed figures the docs
 report come from `scripts/benchmark_inference.py`.
@@ -120,6 +119,11 @@ def batches_of(sentences, size):
     return [sentences[i:i + size] for i in range(0, len(sentences), size)]
 
 
+def cases(sentences, batch):
+    """The sentences a case decodes: all in batches, an eighth (at least 4) one at a time."""
+    return sentences if batch > 1 else sentences[:max(4, len(sentences) // 8)]
+
+
 def profile(decode, sentences, batch, tokens):
     """Profile `decode(list of str)` over `sentences` in batches of `batch`; `tokens` target tokens come out."""
     import tensorflow as tf
@@ -168,24 +172,6 @@ def saved_model_decoder(signature):
     return lambda chunk: signature(sentences=tf.constant(chunk))
 
 
-def quick_translator():
-    """A 2-layer Transformer (untrained) with tokenizers of the generated dates, and 48 dates."""
-    import numpy as np
-
-    from keras_attention import data
-    from keras_attention.decoding import Translator
-    from keras_attention.models import Transformer
-
-    pairs = data.load_dates(400, "train", seed=0)
-    source = data.SubwordTokenizer.from_dataset(pairs.map(lambda s, t: s), 200)
-    target = data.SubwordTokenizer.from_dataset(pairs.map(lambda s, t: t), 60)
-    model = Transformer(source.vocab_size, target.vocab_size, num_layers=2, d_model=32, num_heads=4,
-                        intermediate_dim=64, max_length=24)
-    model((np.ones((1, 3), "int32"), np.ones((1, 3), "int32")))
-    sentences = [s.decode("utf-8") for s, _ in data.load_dates(48, "test", seed=1).as_numpy_iterator()]
-    return Translator(model, source, target, max_source_length=24, max_target_length=12), sentences
-
-
 def multi30k_sources(translator, count):
     from keras_attention import data
 
@@ -196,13 +182,10 @@ def multi30k_sources(translator, count):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("translator", nargs="?", help="a translator or run folder (not with --quick)")
+    parser.add_argument("translator", help="a translator or run folder")
     parser.add_argument("--sentences", type=int, default=128, help="test sentences decoded a case (default: 128)")
-    parser.add_argument("--quick", action="store_true", help="a small untrained model on generated dates")
     parser.add_argument("--json", help="write the profile to this file")
     args = parser.parse_args(argv)
-    if bool(args.quick) == bool(args.translator):
-        parser.error("give a translator folder or --quick")
 
     import tensorflow as tf
 
@@ -210,11 +193,8 @@ def main(argv=None):
     from keras_attention.serving import CTranslate2Translator, export, export_ctranslate2
     from timing import machine, write_json
 
-    if args.quick:
-        translator, sentences = quick_translator()
-    else:
-        translator = Translator.load(args.translator)
-        sentences = multi30k_sources(translator, args.sentences)
+    translator = Translator.load(args.translator)
+    sentences = multi30k_sources(translator, args.sentences)
     results, scratch = [], tempfile.mkdtemp(prefix="decode-profile-exports-")
     try:
         for method in METHODS:
@@ -222,11 +202,11 @@ def main(argv=None):
             engines = {"translator": lambda chunk: translator.translate(chunk, method, **METHODS[method]),
                        "savedmodel": saved_model_decoder(tf.saved_model.load(path).signatures["serving_default"])}
             for batch in BATCHES:
-                cases = sentences if batch > 1 else sentences[:max(4, len(sentences) // 8)]
-                tokens = target_tokens(translator, cases, batch, method)  # the export decodes the same tokens
+                chosen = cases(sentences, batch)
+                tokens = target_tokens(translator, chosen, batch, method)  # the export decodes the same tokens
                 for engine, decode in engines.items():
                     row = dict(engine=engine, method=method, batch_size=batch,
-                               **profile(decode, cases, batch, tokens))
+                               **profile(decode, chosen, batch, tokens))
                     results.append(row)
                     top = sorted(row["categories_ms_per_token"].items(), key=lambda kv: -kv[1])[:4]
                     print(f"{engine:10s} {method:6s} batch {batch:2d}: {row['wall_ms_per_token']:.3f} ms a token; "
@@ -252,10 +232,10 @@ def ctranslate2_reference(translator, sentences, scratch, export_ctranslate2, CT
     rows = []
     for method in METHODS:
         for batch in BATCHES:
-            cases = sentences if batch > 1 else sentences[:max(4, len(sentences) // 8)]
-            tokens = target_tokens(engine, cases, batch, method)  # also the warm-up
+            chosen = cases(sentences, batch)
+            tokens = target_tokens(engine, chosen, batch, method)  # also the warm-up
             started = time.perf_counter()
-            for chunk in batches_of(cases, batch):
+            for chunk in batches_of(chosen, batch):
                 engine.translate(chunk, method, **METHODS[method])
             rows.append(dict(method=method, batch_size=batch, target_tokens=tokens,
                              wall_ms_per_token=(time.perf_counter() - started) * 1e3 / max(tokens, 1)))

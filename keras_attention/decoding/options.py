@@ -105,6 +105,17 @@ DEFAULTS = DecodingOptions()
 EXPORT_DEFAULTS = DecodingOptions(method="beam")
 
 
+def with_max_length(options, default, model_max):
+    """`options` with `max_length` filled in (`default`, the translator's) and refused above `model_max`, the
+    model's maximum length (None: no limit), whichever engine decodes."""
+    if options.max_length is None:
+        return options.replace(max_length=default)
+    if model_max is not None and options.max_length > model_max:
+        raise ValueError(f"`max_length` exceeds the model's maximum length {model_max}. "
+                         f"Received: max_length={options.max_length}")
+    return options
+
+
 def decoding_options(options=None, defaults=DEFAULTS, **settings):
     """The `DecodingOptions` a decoder was asked for: the one way each of them reads its arguments.
 

@@ -17,7 +17,8 @@ from keras_attention.base.validation import TruncationWarning, check_positive_in
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.decoding.beam import beam_search
 from keras_attention.decoding.greedy import greedy_decode
-from keras_attention.decoding.options import DEFAULTS, METHODS, decoding_options  # noqa: F401 (METHODS: 0.3's home)
+from keras_attention.decoding.options import METHODS  # noqa: F401 (0.3's home of METHODS)
+from keras_attention.decoding.options import DEFAULTS, decoding_options, with_max_length
 from keras_attention.decoding.sampling import sample
 # Registers the model classes, so `Translator.load` can rebuild them in a fresh process.
 from keras_attention import models  # noqa: F401
@@ -150,13 +151,7 @@ class Translator(tf.Module):
         `max_length` filled in (the translator's `max_target_length`) and
         refused above the model's maximum length."""
         options = decoding_options(options, defaults, **settings)
-        if options.max_length is None:
-            return options.replace(max_length=self.max_target_length)
-        model_max = getattr(self.model, "max_length", None)
-        if model_max is not None and options.max_length > model_max:
-            raise ValueError(f"`max_length` exceeds the model's maximum length {model_max}. "
-                             f"Received: max_length={options.max_length}")
-        return options
+        return with_max_length(options, self.max_target_length, getattr(self.model, "max_length", None))
 
     def _decode(self, source_ids, options, return_attention, chunked=False):
         """`decode_ids` without XLA: the decoding function of `options.method`

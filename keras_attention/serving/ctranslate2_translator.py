@@ -18,7 +18,7 @@ import numpy as np
 from keras_attention.base.validation import check_positive_int
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.data.vocabulary import PAD
-from keras_attention.decoding.options import decoding_options
+from keras_attention.decoding.options import decoding_options, with_max_length
 from keras_attention.decoding.translator import Translation, warn_truncated, with_blanks
 from keras_attention.serving.ctranslate2_export import read_export_metadata, require_ctranslate2
 
@@ -132,10 +132,7 @@ class CTranslate2Translator:
     def _engine_options(self, options):
         """`options` as `translate_batch`'s arguments."""
         # min_decoding_length=0: like ours, [END] may come first; max counts [END] as ours does.
-        max_length = self.max_target_length if options.max_length is None else options.max_length
-        if self.model_max_length is not None and max_length > self.model_max_length:  # as `Translator` refuses
-            raise ValueError(f"`max_length` exceeds the model's maximum length {self.model_max_length}. "
-                             f"Received: max_length={max_length}")
+        max_length = with_max_length(options, self.max_target_length, self.model_max_length).max_length
         engine = dict(max_decoding_length=max_length, min_decoding_length=0)
         if options.method == "greedy":
             return dict(engine, beam_size=1)
