@@ -233,7 +233,8 @@ def prepare_corpora(args, work):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[500_000, 5_000_000])
+    parser.add_argument("--sizes", type=int, nargs="+", help="corpus sizes in pairs (default: 500000 5000000; "
+                        "--quick: 1000 5000)")
     parser.add_argument("--work", help="folder for the generated corpora (kept; default: a temporary one)")
     parser.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS)
     parser.add_argument("--rounds", type=int, default=5)
@@ -253,9 +254,11 @@ def main(argv=None):
     if args.measure:
         return measure(args)
     if args.quick:
-        args.sizes, args.rounds, args.batches, args.train_steps, args.preset = [1000, 5000], 2, 5, 2, "tiny"
+        args.sizes = args.sizes or [1000, 5000]
+        args.rounds, args.batches, args.train_steps, args.preset = 2, 5, 2, "tiny"
         args.train_batches, args.jit = 2, False
         args.batch_tokens = 1024
+    args.sizes = args.sizes or [500_000, 5_000_000]
     with tempfile.TemporaryDirectory() as scratch:
         work = args.work or scratch
         corpora = prepare_corpora(args, work)

@@ -58,7 +58,12 @@ def test_live_rows(done, expected):
     assert _live_rows(tf.constant(done)).numpy().tolist() == expected
 
 
-@pytest.mark.parametrize("name", REAL_MODELS)
+# Chunking is blind to what a step computes: one Transformer (post- and pre-norm steps are checked against the
+# full pass elsewhere) and the RNNs, whose state has no cache to grow.
+CHUNKED_MODELS = [name for name in REAL_MODELS if name != "transformer_post"]
+
+
+@pytest.mark.parametrize("name", CHUNKED_MODELS)
 def test_chunked_greedy_decoding_equals_one_loop(name):
     model, source = build_real_model(name), varied_source()
     end_id = end_id_that_ends_rows_at_different_steps(model, source, STEPS)
@@ -74,7 +79,7 @@ def test_chunked_greedy_decoding_equals_one_loop(name):
         np.testing.assert_allclose(chunked.attention.numpy(), whole.attention.numpy(), atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["transformer_post", "transformer_pre", "rnn_bahdanau"])
+@pytest.mark.parametrize("name", ["transformer_pre", "rnn_bahdanau"])
 @pytest.mark.parametrize("complete_beam", [True, False])
 def test_chunked_beam_search_equals_one_loop(name, complete_beam):
     # The Transformers keep their own beam layout, the RNN the repeated one.

@@ -84,15 +84,14 @@ def test_training_benchmark_models_drop_out_alike():
 def test_attention_benchmark_runs(tmp_path):
     out = tmp_path / "attention.json"
     rows = benchmark_attention.main(["--quick", "--json", str(out)])
-    assert [(r["pass"], r["length"]) for r in rows] == [
-        ("forward", 16), ("forward", 32), ("forward+backward", 16), ("forward+backward", 32)]
+    assert [(r["pass"], r["length"]) for r in rows] == [("forward", 16), ("forward+backward", 16)]
     assert json.loads(out.read_text())["rows"][0]["ours"]["seconds"] > 0
     # Memory comes from XLA's buffer assignment: the backward pass keeps more.
     for layer in ("ours", "keras"):
-        forward, backward = rows[1][layer]["memory_mib"], rows[3][layer]["memory_mib"]
+        forward, backward = rows[0][layer]["memory_mib"], rows[1][layer]["memory_mib"]
         assert 0 < forward < backward
     # Without a cache our layer is Keras' call: XLA compiles the same program, forward and backward.
-    assert [r["same_program"] for r in rows] == [True] * 4
+    assert [r["same_program"] for r in rows] == [True] * 2
 
 
 _HLO = """HloModule a_inference_{layer}_forward_12__XlaMustCompile_true, entry_computation_layout={{(f32[2,4]{{1,0}})}}
@@ -214,20 +213,21 @@ def test_data_benchmark_reports_every_size_and_source(tmp_path):
     import benchmark_data
 
     out = tmp_path / "data_pipeline.json"
-    result = benchmark_data.main(["--quick", "--work", str(tmp_path), "--json", str(out)])
+    # One size (each more is two processes starting TensorFlow): read raw and prepared.
+    result = benchmark_data.main(["--quick", "--sizes", "1000", "--work", str(tmp_path), "--json", str(out)])
     assert json.loads(out.read_text()) == json.loads(json.dumps(result))
-    assert [(r["pairs"], r["source"]) for r in result["rows"]] == [
-        (1000, "raw"), (1000, "prepared"), (5000, "raw"), (5000, "prepared")]
+    assert [(r["pairs"], r["source"]) for r in result["rows"]] == [(1000, "raw"), (1000, "prepared")]
+    assert result["peak_rss_growth"] == {"raw": 0.0, "prepared": 0.0}  # from the one size to itself
     training = result["training_target_tokens_per_second"]
     for row in result["rows"]:
         assert row["pipeline_target_tokens_per_second"] > 0 and row["first_batch_seconds"] > 0
         assert row["peak_rss_mb"] > 100  # TensorFlow alone takes more
         assert row["ratio_to_training"] == row["pipeline_target_tokens_per_second"] / training
     # The corpus has the documented shape: aligned, non-empty lines, median source length ~20 words.
-    source, target = (tmp_path / "pairs_5000" / f"corpus.{side}" for side in ("en", "de"))
+    source, target = (tmp_path / "pairs_1000" / f"corpus.{side}" for side in ("en", "de"))
     source_lengths = [len(line.split()) for line in source.read_text().splitlines()]
     target_lengths = [len(line.split()) for line in target.read_text().splitlines()]
-    assert len(source_lengths) == len(target_lengths) == 5000
+    assert len(source_lengths) == len(target_lengths) == 1000
     assert 18 <= np.median(source_lengths) <= 22 and 1 <= min(source_lengths) and max(source_lengths) <= 150
     assert 0.9 < np.median(np.array(target_lengths) / np.array(source_lengths)) < 1.2
 
