@@ -249,8 +249,10 @@ def _learn_pieces(counts, vocab_size, reserved_tokens):
     guess = max(2, counts[kept][1] + 1) if kept < len(counts) else 2
     # Find a threshold whose vocabulary is at least vocab_size and at most 15%
     # larger (the extra tokens, the rarest, are cut), or the largest threshold
-    # with at least vocab_size tokens. Sizes fall with the threshold about as
-    # a power law, so the next guess interpolates in log-log space.
+    # with at least vocab_size tokens. Each try learns a whole vocabulary, so
+    # the next one interpolates (sizes fall with the threshold about as a power
+    # law) but stays in the middle of the bracket, which then shrinks however
+    # flat the sizes are (a text of few distinct pieces has long plateaus).
     # Invariant: size_at(low) >= vocab_size (assumed for 1), size_at(high) < vocab_size.
     low, high, t = 1, None, guess
     while True:
@@ -270,8 +272,12 @@ def _next_threshold(low, high, size_at, target, slope=-0.6):
         return max(low + 1, round(low * (size_at(low) / target) ** (-1 / slope)))
     if low == 1:  # Every size so far is too small: lower it.
         return max(2, min(high - 1, round(high * (size_at(high) / target) ** (-1 / slope))))
-    slope = math.log(size_at(high) / size_at(low)) / math.log(high / low)
-    return min(high - 1, max(low + 1, round(low * (target / size_at(low)) ** (1 / slope))))
+    slope = math.log(max(size_at(high), 1) / size_at(low)) / math.log(high / low)
+    guess = low * (target / size_at(low)) ** (1 / slope) if slope < 0 else math.sqrt(low * high)
+    # Within the bracket's middle half on a log scale: [low * r^(1/4), low * r^(3/4)], r = high / low.
+    ratio = high / low
+    guess = min(max(guess, low * ratio**0.25), low * ratio**0.75)
+    return min(high - 1, max(low + 1, round(guess)))
 
 
 def check_vocabulary(tokens, name="vocabulary"):

@@ -196,3 +196,17 @@ def test_bytes_that_are_not_utf8_become_replacement_characters():
     raw = [b"a \xff\xfe a", b"\xc3", b"a\xe2\x80"]
     assert decode(tok.normalize(raw)) == [s.decode("utf-8", "replace") for s in raw]
     assert tok.tokenize(raw).to_list() == [[4, 5, 6, 4], [5], [4, 6]]
+
+
+def test_a_text_with_few_distinct_pieces_finds_its_threshold_in_a_few_tries(monkeypatch):
+    # Dates written as "1999-03-04": 11 characters, pieces shared by thousands of words, so the vocabulary
+    # size stays flat over wide ranges of the count threshold. Each try learns a whole vocabulary.
+    from keras_attention.data import load_dates, vocabulary
+
+    tries = []
+    learn = vocabulary.learner.learn_with_thresh
+    monkeypatch.setattr(vocabulary.learner, "learn_with_thresh",
+                        lambda counts, threshold, params: tries.append(threshold) or learn(counts, threshold, params))
+    targets = load_dates(2000, "train", seed=1).map(lambda source, target: target)
+    vocab = build_vocabulary(targets, vocab_size=60)
+    assert len(vocab) == 60 and len(tries) <= 8, tries  # the bracket shrinks by a quarter a try, at least
