@@ -22,6 +22,14 @@ import numpy as np
 from keras import ops
 
 
+def fewer_under_jax(values, kept):
+    """`values` for `parametrize`, under JAX only those in `kept`. For variants that run the same
+    backend ops in another order or with other settings (pre- or post-norm blocks, a layer's options in the
+    harness): the JAX pass checks what can differ there, the ops, once each; the TensorFlow pass takes them all."""
+    values = list(values)
+    return values if keras.backend.backend() != "jax" else [v for v in values if v in kept]
+
+
 def jit_compile(fn):
     """`fn` compiled with XLA by the current backend: `tf.function(jit_compile=True)` or `jax.jit`."""
     backend = keras.backend.backend()

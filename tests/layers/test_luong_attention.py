@@ -4,7 +4,7 @@ import pytest
 from keras import ops
 
 from keras_attention.layers.luong_attention import LuongAttention
-from tests.test_case import gradients, run_layer_test
+from tests.test_case import fewer_under_jax, gradients, run_layer_test
 
 pytestmark = pytest.mark.jax_pass  # the layers hold the backend ops: all of them run on JAX too
 
@@ -85,7 +85,9 @@ def luong_reference(layer, query, value, key, mask):
     return a @ value, a
 
 
-@pytest.mark.parametrize("name", sorted(CONFIGS))
+# Under JAX the harness takes the two configurations that hold every score option (the NumPy reference
+# below checks each configuration's ops there).
+@pytest.mark.parametrize("name", fewer_under_jax(sorted(CONFIGS), ["concat_scale_local", "dot_scaled_scale_local"]))
 def test_layer_harness(name, tmp_path):
     query, value, key, mask = _data()
     run_layer_test(
