@@ -46,6 +46,17 @@ def test_position_schedule_and_history_plots(tmp_path):
     assert list(line.get_ydata()) == [3.5, 2.5, 2]
 
 
+def test_a_schedule_is_drawn_at_every_step_whether_it_takes_one_step_or_all():
+    import keras
+
+    element_wise = TransformerSchedule(64, 50)  # called once, on every step
+    one_at_a_time = keras.optimizers.schedules.CosineDecay(1e-4, 150, warmup_target=1e-3, warmup_steps=50)
+    for schedule in (element_wise, one_at_a_time):
+        line = plotting.plot_schedule(schedule, 200).axes[0].lines[0]
+        np.testing.assert_allclose(line.get_ydata(), [float(schedule(step)) for step in range(200)], rtol=1e-6)
+        assert list(line.get_xdata()) == list(range(1, 201))
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match=r"weights.shape=\(3,\)"):
         plotting.plot_attention(np.ones(3), ["a"], ["b"])
