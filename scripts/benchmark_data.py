@@ -254,11 +254,10 @@ def main(argv=None):
     if args.measure:
         return measure(args)
     if args.quick:
-        args.sizes = args.sizes or [1000, 5000]
         args.rounds, args.batches, args.train_steps, args.preset = 2, 5, 2, "tiny"
         args.train_batches, args.jit = 2, False
         args.batch_tokens = 1024
-    args.sizes = args.sizes or [500_000, 5_000_000]
+    args.sizes = args.sizes or ([1000, 5000] if args.quick else [500_000, 5_000_000])
     with tempfile.TemporaryDirectory() as scratch:
         work = args.work or scratch
         corpora = prepare_corpora(args, work)

@@ -1,6 +1,7 @@
 """House style that a reader notices: lines within the limit, no lab history (commit hashes) in comments."""
 
 import configparser
+import functools
 import re
 import tokenize
 import pathlib
@@ -14,6 +15,7 @@ def _limit():
     return config.getint("flake8", "max-line-length")
 
 
+@functools.cache
 def _inside_long_strings(path):
     """The numbers of the lines that a multi-line string continues onto: in the tests, data such as a compiler's
     output keeps its own lines."""
