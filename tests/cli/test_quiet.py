@@ -4,6 +4,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from keras_attention.cli import commands
+
 
 def run(*args, env=None):
     # As a user's shell: no log level or XLA flags set by other tests in this process.
@@ -28,13 +32,12 @@ def test_train_and_translate_print_only_their_own_lines(tmp_path):
     assert translated.returncode == 0 and translated.stderr == "", translated.stderr
     assert len(translated.stdout.splitlines()) == 1
 
-    # With XLA, the compiled decoding programs go to --xla-cache; a second run loads them, quietly.
+    # With XLA, the compiled decoding programs go to --xla-cache (tests/base/test_xla_cache.py: a later process
+    # loads them), quietly.
     cache = tmp_path / "xla"
-    compiled = [run("translate", str(run_dir / "translator"), "3 March 1999", "--jit-compile",
-                    "--xla-cache", str(cache)) for _ in range(2)]
-    for done in compiled:
-        assert done.returncode == 0 and done.stderr == "", done.stderr
-        assert done.stdout == translated.stdout  # XLA changes no translation
+    compiled = run("translate", str(run_dir / "translator"), "3 March 1999", "--jit-compile", "--xla-cache", str(cache))
+    assert compiled.returncode == 0 and compiled.stderr == "", compiled.stderr
+    assert compiled.stdout == translated.stdout  # XLA changes no translation
     (folder,) = cache.iterdir()
     assert folder.name.startswith("tf") and any(entry.suffix == ".pb" for entry in folder.iterdir())
 
@@ -42,7 +45,21 @@ def test_train_and_translate_print_only_their_own_lines(tmp_path):
     assert missing.returncode == 2
     assert missing.stderr.count("\n") == 1 and missing.stderr.startswith("keras-attention translate: error:")
 
-    # --verbose gives TensorFlow's lines back.
-    verbose = run("--verbose", "translate", str(run_dir / "translator"), "3 March 1999")
-    assert verbose.returncode == 0 and verbose.stdout == translated.stdout
-    assert verbose.stderr.count("\n") >= 1  # TensorFlow's own lines come back
+
+# What TensorFlow's C++ code writes to file descriptor 2 (at import and while ops run), and a line of ours.
+TENSORFLOW_LINES = (b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+                    b"I0000 00:00:1796447637.962653    2067 port.cc:153] oneDNN custom operations are on.\n"
+                    b"E0000 00:00:1796448663.866892   16579 cuda_platform.cc:52] failed call to cuInit\n")
+OURS = b"warning: 2 of 9 translations had a source longer than the translator's max_source_length=8 tokens\n"
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_tensorflow_lines_on_file_descriptor_2_are_dropped_unless_verbose(verbose, capfd, monkeypatch):
+    def command_writing_to_fd_2(args):
+        os.write(2, TENSORFLOW_LINES + OURS)
+        return 0
+
+    monkeypatch.setattr(commands, "_run", command_writing_to_fd_2)
+    monkeypatch.setattr(sys, "argv", ["keras-attention", *(["--verbose"] if verbose else []), "translate", "x", "hi"])
+    assert commands.main() == 0
+    assert capfd.readouterr().err.encode() == (TENSORFLOW_LINES + OURS if verbose else OURS)
