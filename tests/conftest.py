@@ -135,3 +135,22 @@ def shared_folder(tmp_path_factory, name, build):
             build(folder)
             done.touch()
     return folder
+
+
+# Modules of tests that take 15 s or more (a training run, a process of their own), the longest first. Under
+# `-n 2` they are handed out in this order, after the `xdist_group` groups (the largest first:
+# `--loadscope-reorder`), so that the last minutes of a run are short tests shared by both workers instead of one
+# long test with the other worker idle.
+LONG_TESTS_FIRST = (
+    "training/test_learns_dates.py", "training/test_fault_tolerance.py", "training/test_distribution.py",
+    "cli/test_quiet.py", "serving/test_benchmark_script.py", "scripts/test_benchmarks.py",
+    "training/test_mixed_precision.py", "serving/test_export.py", "scripts/test_benchmark_distribution.py",
+    "data/test_streaming.py", "scripts/test_ab_decoding.py", "cli/test_prepare.py", "data/test_records.py",
+    "data/test_pipeline.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    here = os.path.dirname(__file__)
+    rank = {os.path.join(here, name): i for i, name in enumerate(LONG_TESTS_FIRST)}
+    items.sort(key=lambda item: rank.get(str(item.path), len(rank)))  # stable: each module keeps its order
