@@ -9,7 +9,8 @@ vocabulary per side (8,000 tokens, from the 0.5M corpus' first 100,000
 lines) is used at every size, and each corpus is prepared once into records
 with `write_prepared_corpus` (its time is reported too).
 
-Then, each in a fresh process (so that every peak RSS is its own):
+Then, each in a fresh process (so that every peak RSS is its own; `--quick`:
+all in this process):
 - raw: `load_parallel_files` (line-count check, cleaning) and
   `make_translation_dataset` streaming with in-graph tokenization, length
   buckets and `--batch-tokens` batches, as `train` runs a large corpus;
@@ -125,7 +126,7 @@ def peak_rss_mb():
 
 
 def measure(args):
-    """Run one measurement (`--measure raw|prepared|train`) and print its JSON on the last line."""
+    """One measurement (`args.measure`: "raw", "prepared" or "train"), a dict."""
     import tensorflow as tf
 
     from keras_attention import data
@@ -153,7 +154,7 @@ def measure(args):
         result = measure_training(args, tf, data, source_tok, target_tok)
     result["peak_rss_mb"] = peak_rss_mb()
     result["device"] = tf.config.list_logical_devices()[-1].device_type
-    print(json.dumps(result))
+    return result
 
 
 def measure_training(args, tf, data, source_tok, target_tok):
@@ -184,6 +185,9 @@ def measure_training(args, tf, data, source_tok, target_tok):
 
 
 def run_child(args, measure_name, **paths):
+    """`measure` in a fresh process (its peak RSS its own); with --quick in this one (TensorFlow starts once)."""
+    if args.quick:
+        return measure(argparse.Namespace(**{**vars(args), **paths, "measure": measure_name}))
     command = [sys.executable, "-u", os.path.abspath(__file__), "--measure", measure_name,
                "--batch-tokens", str(args.batch_tokens), "--rounds", str(args.rounds),
                "--batches", str(args.batches), "--train-steps", str(args.train_steps),
@@ -245,14 +249,16 @@ def main(argv=None):
     parser.add_argument("--preset", default="small")
     parser.add_argument("--jit", action=argparse.BooleanOptionalAction, default=True,
                         help="compile the training step with XLA, as train does by default (--quick: no)")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes and model, no XLA: to test the script")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny sizes and model, no XLA, measured in this process: to test the script")
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--measure", choices=["raw", "prepared", "train"], help=argparse.SUPPRESS)
     parser.add_argument("--prepared", help=argparse.SUPPRESS)
     parser.add_argument("--files", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:
-        return measure(args)
+        print(json.dumps(measure(args)))  # the last line, read by `run_child`
+        return None
     if args.quick:
         args.rounds, args.batches, args.train_steps, args.preset = 2, 5, 2, "tiny"
         args.train_batches, args.jit = 2, False

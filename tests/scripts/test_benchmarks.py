@@ -213,7 +213,7 @@ def test_data_benchmark_reports_every_size_and_source(tmp_path):
     import benchmark_data
 
     out = tmp_path / "data_pipeline.json"
-    # One size (each more is two processes starting TensorFlow): read raw and prepared.
+    # One size, read raw and prepared; --quick measures in this process.
     result = benchmark_data.main(["--quick", "--sizes", "1000", "--work", str(tmp_path), "--json", str(out)])
     assert json.loads(out.read_text()) == json.loads(json.dumps(result))
     assert [(r["pairs"], r["source"]) for r in result["rows"]] == [(1000, "raw"), (1000, "prepared")]
