@@ -220,7 +220,8 @@ explain(translator, examples)
 # ## Exercises
 #
 # 1. In the NumPy re-derivation, leave out the line that applies `source_mask`. Which
-#    weights change, and why only those?
+#    weights change, and why only those? *Hint:* it is the `np.where(source_mask, ...)` line;
+#    compare `alpha` with and without it, sentence by sentence, next to `source_mask`.
 # 2. Multiply the layer's `score_vector` by 10 and call it again on the same inputs. What
 #    happens to the largest weight of each row? *Hint:*
 #    `attention.score_vector.assign(10 * attention.score_vector)`.

@@ -249,6 +249,8 @@ explain(translator, [sentence])
 #    weight? *Hint:* `layers.LuongAttention(score="general", window=4)`.
 # 3. In the hard-attention cell, the distance between the average of $n$ samples and the soft
 #    context falls as $n$ grows. By about how much for ten times more samples, and why?
+#    *Hint:* compare the printed distances line by line, and recall how the spread of a mean
+#    of $n$ independent draws depends on $n$.
 #
 # ## Papers
 #

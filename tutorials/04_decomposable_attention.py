@@ -271,14 +271,17 @@ fig.savefig(figure_path("04_training.png"), dpi=100)
 # ## Exercises
 #
 # 1. Shuffle the *English* pieces of a validation pair instead of the German ones. Does the
-#    prediction change?
+#    prediction change? *Hint:* shuffle `a` as the bag-of-words cell shuffles `b`, then
+#    compare `model((a, b))` with `model((shuffled, b))`.
 # 2. Count the parameters of $F$, $G$ and $H$ by hand for `hidden_dim=100`: each is two dense
 #    layers of `hidden_dim` units with biases; $F$ reads `hidden_dim` features per word, $G$ a
 #    word and its aligned mixture side by side, $H$ the two sums side by side. Check with
 #    `model.attend_feedforward.count_params()` (and `compare_feedforward`,
-#    `aggregate_feedforward`).
+#    `aggregate_feedforward`). *Hint:* a dense layer from $n$ inputs to $m$ units has
+#    $n \cdot m + m$ parameters; first work out the input width of each net's first layer.
 # 3. The bag-of-words model cannot tell "a dog bites a man" from "a man bites a dog". Why
-#    does that rarely matter on this task?
+#    does that rarely matter on this task? *Hint:* read `with_negatives`: where does a
+#    negative's German side come from, and could it differ from the match only in word order?
 #
 # ## Papers
 #

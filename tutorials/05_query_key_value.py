@@ -315,10 +315,14 @@ fig.savefig(figure_path("05_why_self_attention.png"), dpi=100)
 # ## Exercises
 #
 # 1. Put the query halfway between "cat" and "car": `query = (keys[0] + keys[3]) / 2`. What
-#    does the lookup return at scale 8?
+#    does the lookup return at scale 8? *Hint:* each $q \cdot k_j$ is now the average of
+#    "cat"'s and "car"'s dot products with $k_j$; rerun the soft-lookup cell and read the weights.
 # 2. Use one-hot values, `values = np.eye(5, dtype="float32")`. What is the output then?
+#    *Hint:* rerun the soft-lookup cell with these values and compare each printed output with
+#    the weights printed on the same line.
 # 3. In the spelling self-attention each word mostly finds itself. Why is that guaranteed
-#    for these vectors?
+#    for these vectors? *Hint:* `spell_vectors` scales every vector to length 1; how large
+#    can the dot product of two unit vectors be, and when does it reach that?
 #
 # ## Papers
 #

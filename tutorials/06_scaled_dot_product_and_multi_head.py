@@ -213,12 +213,14 @@ print("rows sum to one in every head:", np.allclose(weights.numpy().sum(-1), 1.0
 #
 # 1. Repeat the variance table with query and key entries of variance 2 (multiply both by
 #    $\sqrt 2$). What is the variance of $q \cdot k / \sqrt{d_k}$ now, and what divisor would
-#    bring it back to 1?
+#    bring it back to 1? *Hint:* multiply `q` and `k` by `np.sqrt(2)` in the variance cell;
+#    for independent entries of mean 0, the variance of $q_i k_i$ is the product of theirs.
 # 2. Zero the query kernel of head 0 of the multi-head layer and call it again. What do head
 #    0's weights become, and do the other heads change? *Hint:*
 #    `kernel = attention.query_dense.kernel.numpy(); kernel[:, 0] = 0`, then `assign` it.
 # 3. Count the parameters of `layers.MultiHeadAttention(num_heads=h, key_dim=32 // h)` on
-#    inputs of width 32 for $h$ = 1, 4 and 8. Why do they not depend on $h$?
+#    inputs of width 32 for $h$ = 1, 4 and 8. Why do they not depend on $h$? *Hint:* call
+#    each layer on `x` first; a query kernel of shape `(32, h, 32 // h)` holds how many numbers?
 #
 # ## Papers
 #

@@ -189,10 +189,12 @@ print("with positions, max |encoder(shuffled) - shuffled(encoder)| =",
 # 1. Check the rotation for a move of two positions to the *left* ($k = -2$). *Hint:* rebuild
 #    `M` with `k = -2` and compare `M @ pe[p]` with `pe[p - 2]` for `p >= 2`.
 # 2. With $d_\text{model} = 128$, which feature pairs turn less than one full circle over the
-#    64 positions of the table?
+#    64 positions of the table? *Hint:* pair $i$ turns once every $2\pi / \omega_i$ positions
+#    (`2 * np.pi / frequencies` in the rotation cell); find where that passes 64.
 # 3. Show that `PositionalEmbedding` scales the token vector by $\sqrt{d_\text{model}}$: for the
 #    token at position 0, subtract $PE_0$ from the layer's output and compare with the token's
-#    row of `embedding.token_embedding.embeddings`.
+#    row of `embedding.token_embedding.embeddings`. *Hint:* call `embedding` on one token,
+#    e.g. `[[12]]`; at position 0 each pair of $PE_0$ is $(\sin 0, \cos 0) = (0, 1)$.
 #
 # ## Papers
 #

@@ -211,8 +211,12 @@ print(f"parameters: layer {base_block.count_params():,}, formula {formula:,}; "
 #    sub-layers have the same names as in the post-norm block.
 # 2. Work out the parameters of one block of the library's `small` preset
 #    ($d_\text{model} = 256$, $d_\text{ff} = 1024$) with the formula, then check it with a layer.
+#    *Hint:* the "Size of a block" cell with `d, d_ff = 256, 1024` (any number of heads that
+#    divides 256 gives the same count).
 # 3. Make a block with `dropout=0.1` and call it twice on the same input with `training=True`,
-#    then twice with `training=False`. Which pairs of outputs are equal?
+#    then twice with `training=False`. Which pairs of outputs are equal? *Hint:*
+#    `layers.TransformerEncoder(num_heads=4, intermediate_dim=4 * d_model, dropout=0.1)`, then
+#    compare each pair with `keras.ops.max(keras.ops.abs(...))`.
 #
 # ## Papers
 #

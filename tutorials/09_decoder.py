@@ -256,11 +256,14 @@ explain(untrained, [translation_data.test_pairs[0][0]])
 # ## Exercises
 #
 # 1. Call the multi-head layer of the first cell *without* `use_causal_mask=True`, change the
-#    input vector at position 3, and see which outputs move.
+#    input vector at position 3, and see which outputs move. *Hint:* edit a copy made with
+#    `x.numpy().copy()`, then compare the outputs position by position, as the next section does.
 # 2. Write a greedy decoding loop for the untrained `model` with `init_decoding_state` and
-#    `decode_step`: start from `[START]`, feed back the arg-max for 10 steps.
+#    `decode_step`: start from `[START]`, feed back the arg-max for 10 steps. *Hint:* the cache
+#    cell's loop, with the last arg-max in place of `tgt[:, t]` (first the tokenizer's `start_id`).
 # 3. How many numbers does one block's self-attention cache hold for a batch of $B$ sentences
-#    of $T$ positions, in terms of $d_\text{model}$?
+#    of $T$ positions, in terms of $d_\text{model}$? *Hint:* the cache cell prints block 0's keys
+#    and values, each (batch, heads, positions, key_dim); what is heads × key_dim?
 #
 # ## Papers
 #

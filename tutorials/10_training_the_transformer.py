@@ -410,11 +410,14 @@ rows = _common.compare_models(translation_data, test_pairs, (translator, history
 # ## Exercises
 #
 # 1. Show that the schedule's peak is $(d_\text{model} \cdot \text{warmup})^{-0.5}$, reached at the
-#    end of the warm-up, and compute it for the paper's settings.
+#    end of the warm-up, and compute it for the paper's settings. *Hint:* find the step where
+#    the two terms of the `min` are equal, and which of them is smaller before and after it.
 # 2. Derive the logit margin where the label-smoothed loss is lowest, for $\epsilon = 0.1$ and a
-#    vocabulary of 1,000, and compare it with the printed one.
+#    vocabulary of 1,000, and compare it with the printed one. *Hint:* write the smoothed target
+#    for the right word and for each other word; the loss is lowest where the softmax equals it.
 # 3. Decode the first 100 test sentences with `method="beam", beam_size=1` and compare with
-#    greedy decoding. What do you expect, and why?
+#    greedy decoding. What do you expect, and why? *Hint:* compare the `"hypotheses"` that
+#    `evaluate_bleu` returns; at each step, how many extensions does a beam of one keep?
 #
 # ## Papers
 #

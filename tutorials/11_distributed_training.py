@@ -219,11 +219,14 @@ print("then, on both: keras-attention train --strategy multi_worker --dataset mu
 #
 # 1. Work out, for a replica A with 10 real tokens and a summed loss of 20, and a replica B with
 #    30 tokens and a summed loss of 30, the one-device loss, the mean of the replicas' own
-#    means, and what the library's division gives.
+#    means, and what the library's division gives. *Hint:* a mean over tokens is a summed loss
+#    divided by a token count; the three answers differ in which sums meet which counts.
 # 2. Write the `TF_CONFIG` of worker 1 in a cluster of three hosts, `10.0.0.1:2222`,
-#    `10.0.0.2:2222` and `10.0.0.3:2222`.
+#    `10.0.0.2:2222` and `10.0.0.3:2222`. *Hint:* start from `tf_config` in the two-host cell;
+#    `index` counts from 0 and picks this host out of the `cluster` list.
 # 3. Split the CPU into three logical devices instead of two (first code cell) and run the
-#    comparison again. What should stay true, and why?
+#    comparison again. What should stay true, and why? *Hint:* the global batch no longer splits
+#    evenly between three replicas; which token count does each replica divide its loss by?
 #
 # ## Papers
 #

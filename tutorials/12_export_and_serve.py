@@ -219,7 +219,8 @@ shutil.rmtree(workdir)  # the export was only for this tutorial
 # 2. Build the REST body in the columnar layout. How does it differ from the row layout?
 #    *Hint:* `tfs.rest_request(sentences, format="inputs")`.
 # 3. Translate a sentence longer than the model's maximum length through the signature and
-#    read the `truncated` output.
+#    read the `truncated` output. *Hint:* the limit counts WordPiece pieces, markers included
+#    (`translator.max_source_length`), and a word is at least one piece.
 #
 # ## Papers
 #
@@ -250,10 +251,12 @@ shutil.rmtree(workdir)  # the export was only for this tutorial
 # <details><summary>3. Truncation</summary>
 #
 # ```python
-# long_sentence = " ".join(["a dog runs on the beach"] * 20)
+# limit = translator.max_source_length  # pieces, [START] and [END] included
+# long_sentence = " ".join(["a dog runs on the beach"] * limit)  # 6 words a repeat: far over the limit
 # out = signature(sentences=tf.constant([long_sentence]))
-# print(out["truncated"].numpy())  # [ True]
+# print(limit, out["truncated"].numpy())  # 128 [ True]
 # ```
 # The source is cut to the maximum length before translation, and the flag tells the client
-# so.
+# so. Size the sentence from the limit rather than by eye: 20 repeats of the sentence are
+# about 120 pieces, under a limit of 128, and would most likely come back with `[False]`.
 # </details>
