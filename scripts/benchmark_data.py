@@ -92,7 +92,7 @@ def generate_corpus(folder, pairs, seed=0, chunk=100_000):
     return paths
 
 
-# --- measurements (each in its own process) ------------------------------------
+# --- measurements (each in a process of its own; --quick: in this one) ---------
 
 def time_pipeline(build, rounds, batches):
     """First-batch seconds and per-round real target tokens/s of the dataset `build()` makes."""

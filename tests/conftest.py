@@ -153,4 +153,8 @@ LONG_TESTS_FIRST = (
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(__file__)
     rank = {os.path.join(here, name): i for i, name in enumerate(LONG_TESTS_FIRST)}
-    items.sort(key=lambda item: rank.get(str(item.path), len(rank)))  # stable: each module keeps its order
+    missing = [path for path in rank if not os.path.isfile(path)]
+    if missing:
+        raise pytest.UsageError(f"LONG_TESTS_FIRST in tests/conftest.py names modules that do not exist: {missing}")
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a serial run keeps the files' order
+        items.sort(key=lambda item: rank.get(str(item.path), len(rank)))  # stable: each module keeps its order

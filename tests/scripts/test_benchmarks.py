@@ -1,5 +1,8 @@
 """Each benchmark script runs in quick mode and compares like with like (no timing asserts)."""
 
+import argparse
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -209,7 +212,7 @@ def test_profile_categories_of_hand_written_instructions():
     assert categorize("add_fusion.8", "fusion", ["model/dense/BiasAdd"]) == "elementwise"
 
 
-def test_data_benchmark_reports_every_size_and_source(tmp_path):
+def test_data_benchmark_reports_every_size_and_source(tmp_path, monkeypatch):
     import benchmark_data
 
     out = tmp_path / "data_pipeline.json"
@@ -230,6 +233,21 @@ def test_data_benchmark_reports_every_size_and_source(tmp_path):
     assert len(source_lengths) == len(target_lengths) == 1000
     assert 18 <= np.median(source_lengths) <= 22 and 1 <= min(source_lengths) and max(source_lengths) <= 150
     assert 0.9 < np.median(np.array(target_lengths) / np.array(source_lengths)) < 1.2
+
+    # The full run's way: each measurement a command line for a child process (run here, with its output read
+    # as `run_child` reads a child's).
+    def run_here(command, **kwargs):
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            assert benchmark_data.main(command[3:]) is None  # after python, -u and the script
+        return subprocess.CompletedProcess(command, 0, printed.getvalue(), "")
+
+    monkeypatch.setattr(benchmark_data.subprocess, "run", run_here)
+    full = argparse.Namespace(quick=False, batch_tokens=1024, rounds=1, batches=2, train_steps=1, train_batches=1,
+                              jit=False, preset="tiny")
+    row = benchmark_data.run_child(full, "raw", files=[str(source), str(target)],
+                                   prepared=str(tmp_path / "pairs_1000" / "prepared"))
+    assert set(row) == set(result["rows"][0]) - {"pairs", "source", "ratio_to_training"}
+    assert len(row["rounds"]) == 1 and row["pipeline_target_tokens_per_second"] > 0
 
 
 def test_the_keras_hub_model_raises_no_mask_warnings():
