@@ -182,13 +182,10 @@ for length in (5, 25):
 # compile the model again for every new batch shape, longer than this short run gains.
 #
 # `fit` gets the batches repeated without end and `steps_per_epoch` set to one pass, so
-# each epoch is still one whole pass, shuffled anew. Given the finite dataset, Keras would
-# make a new `tf.data` iterator each epoch, and deleting an iterator can wait up to a
-# minute for its autotuning thread to wake (TensorFlow 2.21). A repeated dataset is read
-# through one iterator for the whole run, so that wait comes at most once, when `fit`
-# returns: it is the difference, if any, between the total printed below and the sum of
-# the epochs' times. Counting the batches takes one pass, which also fills the dataset's
-# cache of token ids.
+# each epoch is still one whole pass, shuffled anew, and the whole run reads the data
+# through one iterator, which is faster than a new one each epoch (`docs/training.md`
+# says why). Counting the batches takes one pass, which also fills the dataset's cache
+# of token ids.
 
 # %%
 model.compile(

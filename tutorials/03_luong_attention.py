@@ -213,7 +213,7 @@ explain(translator, [sentence])
 # (`_common.SETTINGS.rnn_epochs`), so the table compares how fast each design learns
 # under a small budget, not where each ends up; they also differ in size (tutorial 10's
 # table prints their parameter counts). Luong et al. trained for 10 to 12 epochs on
-# WMT, and the documentation's results page has the three trained for 12 epochs.
+# WMT.
 #
 # One change to the paper is on by default in `Seq2SeqRNN`: the `general` and `dot`
 # scores are divided by $\sqrt{\text{units}}$ (`luong_scaled=True`), as the Transformer
@@ -221,8 +221,7 @@ explain(translator, [sentence])
 # product of two learned vectors through a learned $W_a$, and its size grows with all
 # three; large scores make the softmax nearly one-hot, and a nearly one-hot softmax has
 # almost no gradient (tutorial 06 shows both). `Seq2SeqRNN(attention="luong",
-# luong_scaled=False)` trains the paper's version, and `scripts/ablations/ablate_luong_scale.py`
-# in the repository trains both versions side by side. To train local-p, pass
+# luong_scaled=False)` trains the paper's version. To train local-p, pass
 # `luong_window=D`.
 #
 # Tutorial 04 uses attention with no recurrence at all, to compare two sentences;

@@ -211,9 +211,9 @@ print("max |by hand - layer| =", np.abs(by_hand - output.numpy()[0]).max())
 #   them (and its gradient) must pass: $n$ steps in a recurrence, one in self-attention.
 
 # %%
-import time  # noqa: E402
+import time
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
 TABLE_1 = [  # layer: operations per layer, sequential operations, maximum path length
     ("self-attention", "O(n^2 d)", "O(1)", "O(1)"),

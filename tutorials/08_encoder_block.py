@@ -91,7 +91,7 @@ print("max |by hand - block| =", float(keras.ops.max(keras.ops.abs(by_hand - y))
 # sequence:
 
 # %%
-ffn = lambda v: block.feedforward_output(block.feedforward_intermediate(v))  # noqa: E731
+ffn = lambda v: block.feedforward_output(block.feedforward_intermediate(v))
 alone = ffn(h[:, 3:4])  # position 3 only: (batch, 1, d_model)
 print("max |FFN(position 3 alone) - FFN(sequence)[3]| =",
       float(keras.ops.max(keras.ops.abs(alone[:, 0] - ffn(h)[:, 3]))))

@@ -83,10 +83,7 @@ fig.savefig(figure_path("09_causal_mask.png"), dpi=100)
 # %% [markdown]
 # `causal=True` is a shorthand for exactly this mask: the function builds the
 # lower triangle itself and ANDs it with any mask passed in. The two calls below,
-# on 256 positions, give the same numbers. (Inside `MultiHeadAttention`, a causal
-# mask with no other mask goes to `keras.ops.dot_product_attention` with
-# `is_causal=True`, which lets a GPU backend use a fused kernel that skips the
-# zero tiles.)
+# on 256 positions, give the same numbers.
 
 # %%
 
@@ -170,8 +167,7 @@ print("expected:      ", [tokens[i] for i in target_out[0, :n].numpy()])
 # keep a **cache** of the keys and values of the positions already seen, and each step
 # computes only the new position. Thanks to the causal mask this gives exactly the
 # numbers of the parallel pass. Each block's cache is a pair, keys and values, each
-# (batch, heads, positions, key_dim): heads before positions, the order in which the
-# attention products read them, so a step never has to transpose the whole cache.
+# of shape (batch, heads, positions, key_dim).
 # Below, a small Transformer over the real batch:
 # all positions at once, then step by step with `decode_step`.
 

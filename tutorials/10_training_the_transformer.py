@@ -73,8 +73,7 @@ for step in (1, 1000, 4000, 10000, 40000):
 
 # %% [markdown]
 # Our runs are far shorter than the paper's 100,000 steps, so we warm up over the first
-# 5% of the steps and scale the schedule so that its peak is $10^{-3}$, as
-# `keras-attention train` does.
+# 5% of the steps and scale the schedule so that its peak is $10^{-3}$.
 
 # %%
 translation_data = _common.load_translation_data()
@@ -134,11 +133,11 @@ fig.savefig(figure_path("10_label_smoothing.png"), dpi=100)
 #
 # The attention projections start small, too. Each is a kernel of shape
 # `(d_model, heads, head_dim)`; `models.headwise_glorot_uniform()` draws Glorot-uniform
-# values for it with the fans counted over the heads as well (for $d_\text{model} = 256$
-# and 4 heads, a standard deviation of 0.011 instead of Keras' 0.0625; the cell below
-# prints the two for this model's sizes). The attention weights then start close to uniform and each attention sub-layer adds little to its residual
-# path at first; `models.Transformer` starts this way, and on Multi30k it learns faster
-# than from the larger start (the documentation's results page has the comparison).
+# values for it with the fans counted over the heads as well, a smaller standard
+# deviation than Keras' Glorot-uniform gives (the cell below prints both for this
+# model's sizes). The attention weights then start close to uniform and each attention
+# sub-layer adds little to its residual path at first; `models.Transformer` starts this
+# way.
 
 # %%
 class HandmadeTransformer(keras.Model):

@@ -40,16 +40,16 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
-import json  # noqa: E402
+import json
 
-import keras  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import matplotlib.pyplot as plt
+import numpy as np
 
-import _common  # noqa: E402
-from _common import QUICK, SETTINGS, figure_path  # noqa: E402
-from keras_attention import data  # noqa: E402
-from keras_attention.training import Adam, MaskedSparseCrossEntropy, MaskedTokenAccuracy, get_strategy  # noqa: E402
+import _common
+from _common import QUICK, SETTINGS, figure_path
+from keras_attention import data
+from keras_attention.training import Adam, MaskedSparseCrossEntropy, MaskedTokenAccuracy, get_strategy
 
 _common.start("11 Several GPUs and several hosts")
 print("logical CPU devices:", [d.name for d in tf.config.list_logical_devices("CPU")])

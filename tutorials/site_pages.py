@@ -11,7 +11,6 @@ import base64
 import hashlib
 import json
 import pathlib
-import re
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -35,7 +34,6 @@ def render(notebook_path):
             continue
         if cell["cell_type"] != "code":
             continue
-        source = re.sub(r"\s*# noqa\b[^\n]*", "", source)  # for the scripts' linter, not for a reader
         if source:
             parts.append(f"```python\n{source}\n```")
         for output in _merged(cell.get("outputs", [])):

@@ -20,7 +20,7 @@ def _site_pages():
 def test_a_notebook_renders_with_its_outputs_and_figures(tmp_path):
     notebook = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("# 00 · A title\n\nWhat it teaches, $e_{ij}$."),
-        nbformat.v4.new_code_cell("\nprint(1 + 1)  # noqa: T201", outputs=[
+        nbformat.v4.new_code_cell("\nprint(1 + 1)", outputs=[
             nbformat.v4.new_output("stream", name="stdout", text="2\n"),
             nbformat.v4.new_output("stream", name="stdout", text="3\n")]),  # printed apart, shown together
         nbformat.v4.new_code_cell("plot()", outputs=[  # returned and displayed: the same figure twice
