@@ -19,6 +19,26 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 
+def _iterators_without_autotuning():
+    """Every tf.data iterator the tests make runs without tf.data's autotuning.
+
+    Deleting an autotuned iterator waits for its tuning thread's next round, which comes up to a minute later
+    (TensorFlow 2.21; `docs/training.md`, "From Python"). The garbage collector deletes the
+    tests' old iterators at random moments, each such wait stalling whatever test runs then (10-90 s seen).
+    No test measures tf.data's tuning; outputs are the same without it.
+    """
+    import tensorflow as tf
+    from tensorflow.python.data.ops import iterator_ops
+
+    create, untuned = iterator_ops.OwnedIterator._create_iterator, tf.data.Options()
+    untuned.autotune.enabled = False
+    iterator_ops.OwnedIterator._create_iterator = lambda self, dataset: create(self, dataset.with_options(untuned))
+
+
+if keras.backend.backend() == "tensorflow":
+    _iterators_without_autotuning()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
     """Each test starts from float32, a clear session and fixed seeds."""
