@@ -175,7 +175,7 @@ for length in (5, 25):
 # Each position of `target_out` is a classification over the German vocabulary, so the
 # loss is the cross-entropy of every target token, averaged over the real tokens only:
 # `training.MaskedSparseCrossEntropy` leaves out the padding (id 0). Its label smoothing
-# of 0.1 is explained in tutorial 10. The metric, `training.MaskedTokenAccuracy`, is the
+# of 0.1 is written out below; tutorial 10 shows what it does to the logits. The metric, `training.MaskedTokenAccuracy`, is the
 # share of real tokens predicted right. Adam runs at a rate of $10^{-3}$ with the
 # Transformer paper's $\beta_2 = 0.98$, and gradients are clipped to norm 1, because a
 # recurrence can produce exploding gradients. `jit_compile=False` keeps XLA off: it would
@@ -183,9 +183,8 @@ for length in (5, 25):
 #
 # `fit` gets the batches repeated without end and `steps_per_epoch` set to one pass, so
 # each epoch is still one whole pass, shuffled anew, and the whole run reads the data
-# through one iterator, which is faster than a new one each epoch (`docs/training.md`
-# says why). Counting the batches takes one pass, which also fills the dataset's cache
-# of token ids.
+# through one iterator. Counting the batches takes one pass, which also fills the
+# dataset's cache of token ids.
 
 # %%
 model.compile(
@@ -219,18 +218,19 @@ print("training loss by epoch:", [round(x, 3) for x in history.history["loss"]],
 # averages over an epoch that `fit` printed above.
 
 # %%
-logits = keras.ops.convert_to_numpy(model((source_ids, target_in)))  # (B, T, V)
-y = keras.ops.convert_to_numpy(target_out)  # (B, T)
-real = y != 0  # (B, T): False on padding
-shifted = logits - logits.max(axis=-1, keepdims=True)
+batch_logits = keras.ops.convert_to_numpy(model((source_ids, target_in), training=False))  # (B, T, V)
+next_words = keras.ops.convert_to_numpy(target_out)  # (B, T): the true next word at each position
+real = next_words != 0  # (B, T): False on padding
+shifted = batch_logits - batch_logits.max(axis=-1, keepdims=True)
 log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # log-softmax, (B, T, V)
 eps = 0.1
-per_token = -(1 - eps) * np.take_along_axis(log_p, y[..., None], axis=-1)[..., 0] - eps * log_p.mean(axis=-1)
+log_p_true = np.take_along_axis(log_p, next_words[..., None], axis=-1)[..., 0]  # (B, T)
+per_token = -(1 - eps) * log_p_true - eps * log_p.mean(axis=-1)  # (B, T): the mean over V is the sum / V
+library_loss = training.MaskedSparseCrossEntropy(label_smoothing=eps)(target_out, batch_logits)
 accuracy = training.MaskedTokenAccuracy()
-accuracy.update_state(target_out, logits)
-print(f"loss:     by hand {per_token[real].mean():.5f}, "
-      f"training.MaskedSparseCrossEntropy {float(training.MaskedSparseCrossEntropy(eps)(target_out, logits)):.5f}")
-print(f"accuracy: by hand {(logits.argmax(axis=-1) == y)[real].mean():.5f}, "
+accuracy.update_state(target_out, batch_logits)
+print(f"loss:     by hand {per_token[real].mean():.5f}, training.MaskedSparseCrossEntropy {float(library_loss):.5f}")
+print(f"accuracy: by hand {(batch_logits.argmax(axis=-1) == next_words)[real].mean():.5f}, "
       f"training.MaskedTokenAccuracy {float(accuracy.result()):.5f}")
 
 # %% [markdown]
@@ -313,27 +313,28 @@ def ngram_counts(words, n):
 
 hypotheses = translator([en for en, _ in test_pairs[:100]])
 references = [de for _, de in test_pairs[:100]]
-split = Tokenizer13a()
-matches, totals, output_words, reference_words = [0] * 4, [0] * 4, 0, 0
+tokenize_13a = Tokenizer13a()  # a string in, the same string with punctuation split off
+matches, totals, c, r = [0] * 4, [0] * 4, 0, 0  # c, r: output and reference words in all
 for hypothesis, reference in zip(hypotheses, references):
-    h, r = split(hypothesis).split(), split(reference).split()
-    output_words, reference_words = output_words + len(h), reference_words + len(r)
+    output_words, reference_words = tokenize_13a(hypothesis).split(), tokenize_13a(reference).split()
+    c, r = c + len(output_words), r + len(reference_words)
     for n in range(1, 5):
-        in_reference = ngram_counts(r, n)
-        matches[n - 1] += sum(min(count, in_reference[g]) for g, count in ngram_counts(h, n).items())
-        totals[n - 1] += max(len(h) - n + 1, 0)
+        in_reference = ngram_counts(reference_words, n)
+        matches[n - 1] += sum(min(count, in_reference[g]) for g, count in ngram_counts(output_words, n).items())
+        totals[n - 1] += max(len(output_words) - n + 1, 0)
 precisions = [m / t if t else 0.0 for m, t in zip(matches, totals)]
-brevity = min(1.0, math.exp(1 - reference_words / max(output_words, 1)))
+brevity = min(1.0, math.exp(1 - r / max(c, 1)))
 by_hand = 100 * brevity * math.exp(sum(map(math.log, precisions)) / 4) if min(precisions) > 0 else 0.0
 library = sacrebleu.corpus_bleu(hypotheses, [references], tokenize="13a", smooth_method="none").score
-print("p_1..p_4:", [round(p, 3) for p in precisions], f" BP {brevity:.3f} (c={output_words}, r={reference_words})")
+print("p_1..p_4:", [round(p, 3) for p in precisions], f" BP {brevity:.3f} (c={c}, r={r})")
 print(f"BLEU by hand {by_hand:.4f}, sacreBLEU {library:.4f}")
 
 # %% [markdown]
 # ## BLEU by source length
 #
-# `evaluate_bleu` translates a list of pairs and scores it this way with sacreBLEU; it
-# prints both cased BLEU and lower-cased, which most Multi30k papers report. We split
+# `evaluate_bleu` translates a list of pairs and scores them with sacreBLEU as above
+# (with sacreBLEU's default smoothing, which only matters when an $n$-gram count is zero);
+# it gives both cased BLEU and lower-cased, which most Multi30k papers report. We split
 # the test set by the number of English words and score each part separately.
 
 # %%
@@ -357,8 +358,8 @@ overall = evaluate_bleu(translator, test_pairs)
 _common.result(f"BLEU {overall['bleu_lowercase']:.1f} (lower-cased, greedy, {len(test_pairs)} test sentences)")
 
 # %% [markdown]
-# The last line printed compares the shortest and the longest bucket of this run: the
-# change from one to the other, relative to the shortest. Two epochs leave this model
+# The line before the result compares the shortest and the longest bucket of this run:
+# the change from one to the other, relative to the shortest. Two epochs leave this model
 # weak, and length alone makes translation harder for any model, so this number is only
 # half of the argument. Tutorial 02 trains the same network with attention, on the same
 # data for the same number of epochs, and computes the same change for both.

@@ -128,6 +128,13 @@ print(f"parameters: fixed vector {baseline.model.count_params():,}, "
 
 # %% [markdown]
 # ## BLEU by source length, with and without attention
+#
+# Both models are scored on each length bucket of the test set, as in tutorial 01. The
+# left panel shows the scores, the right one each bucket's score divided by the same
+# model's score on the shortest bucket (1 minus that ratio is what the model loses with
+# length). That relative change is the bottleneck argument: a single vector has to hold
+# a longer sentence in the same size, so the fixed-vector model should lose more. The
+# last lines print what attention adds in each bucket and both relative changes.
 
 # %%
 test_pairs = translation_data.test_pairs
@@ -207,12 +214,10 @@ explain(translator, examples)
 # translated, and spreads it out where the translation goes wrong. After a QUICK run the
 # model has barely learned anything and the maps are nearly uniform.
 #
-# The lines under the BLEU chart print what attention adds in each length bucket, for
-# the same data and the same two epochs, and how much each model loses from the shortest
-# bucket to the longest, relative to its own shortest (the right panel). That relative
-# change is the bottleneck argument: a single vector has to hold a longer sentence in
-# the same size, so the fixed-vector model should lose more. Multi30k's sentences are
-# short (95% have under 20 words), so the buckets span a narrow range of lengths.
+# The lines printed with the BLEU chart compare the two models on the same data after
+# the same two epochs. They are one run of each model, and the longest bucket holds 145
+# sentences: one sample, not an average over seeds. Multi30k's sentences are short (95% have
+# under 20 words), so the buckets span a narrow range of lengths.
 # Bahdanau et al. trained on WMT sentences of up to 50
 # words and found the fixed-vector model's BLEU falling steadily with sentence length
 # while their attention model held up much better (their figure 2). The attention
@@ -231,6 +236,9 @@ explain(translator, examples)
 #   translation loss.
 # * The BLEU table compares the fixed-vector model and the attention model trained on the same
 #   data for the same epochs.
+# * Relative to its own shortest bucket, each model loses BLEU on long sentences; the bottleneck
+#   argument is that the fixed-vector model loses more (the last line printed under the chart
+#   says whether it did).
 #
 # ## Exercises
 #

@@ -385,8 +385,7 @@ rows = _common.compare_models(translation_data, test_pairs, (translator, history
 # all positions of a sentence at once, and the training column shows what an epoch of
 # each cost here. So read the table two ways: across its first four rows, equal epochs
 # (the line under it names the best of them), and down the training column, what each
-# model got for its seconds. Longer training changes all the numbers: the results page of
-# the documentation has the same models trained for 12 (RNNs) and 30 (Transformer) epochs.
+# model got for its seconds. Longer training changes all the numbers.
 #
 # For scale: the paper's base model, 65 million parameters trained on the 4.5 million
 # sentence pairs of WMT 2014, reached 27.3 BLEU on newstest2014 English-German and the
@@ -403,8 +402,7 @@ rows = _common.compare_models(translation_data, test_pairs, (translator, history
 #   the target embedding; `models.Transformer` adds cached decoding and saving.
 # * Beam search keeps `beam_size` partial translations and ranks them with a length penalty.
 # * Different heads of a trained model attend to different things.
-# * The final table compares the models on a stated budget; the documentation's results page
-#   has them trained longer.
+# * The final table compares the models on a stated budget.
 #
 # ## Exercises
 #

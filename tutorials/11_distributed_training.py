@@ -200,9 +200,9 @@ print("then, on both: keras-attention train --strategy multi_worker --dataset mu
 # The strategy has to be created before TensorFlow runs anything else (the command
 # line does that first; in a script, call `get_strategy("multi_worker")` at the top),
 # every worker reads the same data with the same seed, and the batch size is the global
-# batch over all replicas of all hosts. Keras 3 needs one adjustment to run `fit` under
-# this strategy, `training.adapt_to_multi_worker(model, batch)` after `compile`,
-# which the training recipe applies. `docs/distributed.md` covers the details: the
+# batch over all replicas of all hosts. Under this strategy, call
+# `training.adapt_to_multi_worker(model, batch)` after `compile` (the training recipe
+# does). `docs/distributed.md` covers the details: the
 # evaluator process, resuming a killed run, mixed precision, and what to expect.
 
 # %% [markdown]
