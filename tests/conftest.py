@@ -22,10 +22,9 @@ import pytest  # noqa: E402
 def _iterators_without_autotuning():
     """Every tf.data iterator the tests make runs without tf.data's autotuning.
 
-    Deleting an autotuned iterator waits for its tuning thread's next round, which comes up to a minute later
-    (TensorFlow 2.21; `docs/training.md`, "From Python"). The garbage collector deletes the
-    tests' old iterators at random moments, each such wait stalling whatever test runs then (10-90 s seen).
-    No test measures tf.data's tuning; outputs are the same without it.
+    Deleting an autotuned iterator waits for its tuning thread's next round, up to a minute later (TensorFlow
+    2.21; `docs/training.md`, "From Python"). The garbage collector deletes the tests' old iterators at random
+    moments, and each wait stalled whatever test ran then. No test measures tf.data's tuning; outputs are the same.
     """
     import tensorflow as tf
     from tensorflow.python.data.ops import iterator_ops

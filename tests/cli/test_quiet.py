@@ -32,8 +32,8 @@ def test_train_and_translate_print_only_their_own_lines(tmp_path):
     assert translated.returncode == 0 and translated.stderr == "", translated.stderr
     assert len(translated.stdout.splitlines()) == 1
 
-    # With XLA, quietly, the compiled decoding programs written to --xla-cache (that a later process loads them
-    # is tests/base/test_xla_cache.py's test).
+    # With XLA: still quiet, and the compiled decoding programs are written to --xla-cache (a later process
+    # loading them is tests/base/test_xla_cache.py's test).
     cache = tmp_path / "xla"
     compiled = run("translate", str(run_dir / "translator"), "3 March 1999", "--jit-compile", "--xla-cache", str(cache))
     assert compiled.returncode == 0 and compiled.stderr == "", compiled.stderr
