@@ -45,7 +45,7 @@ QUICK = dict(max_train_examples=1000, vocab_size=300, length_buckets=4, jit_comp
 def build(method, output_dir, quick):
     """The recipe's model and data with `bucket_method=method`: (model, prepared data, one pass's counts)."""
     options = {**COMMON, **CONFIGS[RECIPE], **(QUICK if quick else {"length_buckets": 8}), "bucket_method": method}
-    config = TrainConfig(source=SOURCE, target=TARGET, output_dir=output_dir, **options)
+    config = TrainConfig.from_flat(source=SOURCE, target=TARGET, output_dir=output_dir, **options)
     strategy = tf.distribute.get_strategy()
     prepared = training_data(config, strategy)
     model = recipe.build_and_compile(config, prepared, strategy)

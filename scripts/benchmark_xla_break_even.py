@@ -40,7 +40,7 @@ from keras_attention import data
 from keras_attention.models.cpu_kernels import use_cpu_dropout
 from keras_attention.models import build_model
 from keras_attention.base.options import MAX_BUCKETS
-from keras_attention.training.config import TrainConfig
+from keras_attention.training.config import DataConfig, TrainConfig
 from keras_attention.training.corpus import build_tokenizers
 from keras_attention.training.recipe import compile_for_training
 from timing import device, machine, write_json
@@ -55,7 +55,7 @@ SIDES = {"xla": True, "no_xla": False}
 
 def real_batches(pairs, vocab, buckets):
     """`{"xla": [batch, ...], "no_xla": [...]}` of `pairs`, as `train` batches them with and without XLA."""
-    config = TrainConfig(dataset="multi30k", vocab_size=vocab)
+    config = DataConfig(dataset="multi30k", vocab_size=vocab)
     source_tok, target_tok = build_tokenizers(config, pairs, None)
     batches = {}
     for side, xla in SIDES.items():
@@ -74,8 +74,8 @@ def compiled_pair(kind, preset, vocab_sizes):
         keras.utils.set_random_seed(0)
         model = build_model(kind, preset, *vocab_sizes, max_length=64)
         model((np.ones((1, 8), "int32"), np.ones((1, 8), "int32")))
-        use_cpu_dropout(model)  # as `train` does (`TrainConfig.cpu_dropout`); only acts inside XLA on a CPU
-        compile_for_training(model, TrainConfig(model=kind, epochs=1), 1000, xla)
+        use_cpu_dropout(model)  # as `train` does (`ModelConfig.cpu_dropout`); only acts inside XLA on a CPU
+        compile_for_training(model, TrainConfig.from_flat(model=kind, epochs=1), 1000, xla)
         models[side] = model
     return models
 

@@ -25,7 +25,7 @@ def epochs_cell(results):
 
 
 def current_recipes():
-    """`scripts/train_multi30k.py`'s recipes as its runs get them: {(recipe, direction): TrainConfig fields}."""
+    """`scripts/train_multi30k.py`'s recipes as its runs get them: {(recipe, direction): TrainConfig's flat names}."""
     import train_multi30k  # imports TensorFlow: only when the table is rendered
 
     return {(name, direction): train_multi30k.recipe(name, direction)
@@ -33,7 +33,7 @@ def current_recipes():
 
 
 def recipe_changes(config, recipe):
-    """The settings of `recipe` (a dict of TrainConfig fields) that a run's `config` had otherwise:
+    """The settings of `recipe` (a dict of TrainConfig's flat names) that a run's `config` had otherwise:
     [(name, the run's value or None, the recipe's)], in the recipe's order."""
     as_json = json.loads(json.dumps(recipe))  # tuples as lists, as in the run's JSON
     return [(name, config.get(name), value) for name, value in as_json.items() if config.get(name) != value]

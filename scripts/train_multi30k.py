@@ -78,7 +78,8 @@ QUICK_TEST_SENTENCES = 100
 
 
 def recipe(model, direction):
-    """The TrainConfig fields (but source, target and output_dir) of `model`'s run in `direction` ("en-de")."""
+    """The TrainConfig settings by flat name (but source, target and output_dir) of `model`'s run in
+    `direction` ("en-de")."""
     return {**COMMON, **CONFIGS[model], **DIRECTION_CONFIGS.get((model, direction), {})}
 
 
@@ -93,7 +94,7 @@ def run(model, direction, output, quick=False):
         if quick:
             options.update(epochs=2, max_train_examples=512, vocab_size=1000, bleu_sample=8, preset="tiny",
                            jit_compile=False, max_test_examples=QUICK_TEST_SENTENCES)
-        config = TrainConfig(source=source, target=target, output_dir=folder, resume=True, **options)
+        config = TrainConfig.from_flat(source=source, target=target, output_dir=folder, resume=True, **options)
         _, results = train(config, verbose=2)
         results["commit"] = started_on
         _write(results_path, results)

@@ -14,8 +14,9 @@ Environment variables:
   `keras_attention.data.load_multi30k`; without it the files are downloaded).
 
 Everything here is plain use of the library: `load_multi30k`,
-`SubwordTokenizer.from_dataset`, `make_translation_dataset`, the models, the
-loss, the schedule, `Translator` and `evaluate_bleu`.
+`SubwordTokenizer.from_dataset`, `make_translation_dataset`, the models,
+`compile_for_training` (the training recipe's optimizer, schedule, loss and
+metric), `Translator` and `evaluate_bleu`.
 """
 
 import dataclasses
@@ -37,9 +38,8 @@ import keras  # noqa: E402
 from keras_attention import data, models  # noqa: E402
 from keras_attention.decoding.translator import Translator  # noqa: E402
 from keras_attention.training.evaluation import evaluate_bleu  # noqa: E402
-from keras_attention.training.losses import MaskedSparseCrossEntropy  # noqa: E402
-from keras_attention.training.metrics import MaskedTokenAccuracy  # noqa: E402
-from keras_attention.training.schedules import TransformerSchedule  # noqa: E402
+from keras_attention.training import (ModelConfig, OptimizationConfig, TrainConfig,  # noqa: E402
+                                      compile_for_training)
 
 QUICK = os.environ.get("QUICK", "").strip().lower() not in ("", "0", "false", "no")
 HERE = pathlib.Path(__file__).resolve().parent
@@ -163,34 +163,27 @@ def build_translation_model(kind, translation_data, **overrides):
     return models.Seq2SeqRNN(*vocab, attention=attention, **{**s.rnn, **overrides})
 
 
-def compile_translation_model(model, steps_per_epoch, epochs, label_smoothing=0.1):
-    """Adam with the settings of the Transformer paper (beta_2 = 0.98), the masked
-    cross-entropy with label smoothing, and masked token accuracy.
+def compile_translation_model(model, kind, steps_per_epoch, epochs, label_smoothing=0.1):
+    """Compile a built `model` with the training recipe (`training.compile_for_training`).
 
-    The Transformer gets the paper's warm-up schedule (5% of the steps warm
-    up, the peak scaled to 1e-3, as `keras-attention train` does); the RNNs a
-    constant 1e-3. Gradients are clipped at norm 1 (RNNs need it).
+    Adam with the Transformer paper's settings (beta_2 = 0.98), gradients
+    clipped at norm 1; the Transformer's warm-up schedule (5% of the steps,
+    peak 1e-3) or the RNNs' fixed 1e-3; the masked cross-entropy with label
+    smoothing and masked token accuracy. Without XLA: it would compile once
+    per batch shape, minutes of compiling for a run of minutes.
     """
-    if isinstance(model, models.Transformer):
-        warmup = max(1, steps_per_epoch * epochs // 20)
-        rate = TransformerSchedule.with_peak(model.d_model, warmup, peak=1e-3)
-    else:
-        rate = 1e-3
-    model.compile(
-        optimizer=keras.optimizers.Adam(rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=1.0),
-        loss=MaskedSparseCrossEntropy(label_smoothing=label_smoothing),
-        metrics=[MaskedTokenAccuracy()],
-        # XLA would compile once per batch shape: minutes of compiling for a
-        # run of minutes. Plain graph mode is faster here.
-        jit_compile=False,
-    )
+    config = TrainConfig(model=ModelConfig(kind=kind),
+                         optimization=OptimizationConfig(epochs=epochs, label_smoothing=label_smoothing))
+    compile_for_training(model, config, steps_per_epoch, jit_compile=False)
 
 
 def _cache_key(kind, settings, extra):
-    """Settings, training options and the model's source code: a change to any of
-    them means a new model."""
+    """Settings, training options and the source code of the model and of the recipe
+    that compiles it: a change to any of them means a new model."""
     module = models.Transformer if kind == "transformer" else models.Seq2SeqRNN
-    source = pathlib.Path(sys.modules[module.__module__].__file__).read_text(encoding="utf-8")
+    code = [sys.modules[name] for name in (module.__module__, compile_for_training.__module__,
+                                           "keras_attention.base.options")]
+    source = [pathlib.Path(m.__file__).read_text(encoding="utf-8") for m in code]
     text = json.dumps([kind, dataclasses.asdict(settings), extra, source], sort_keys=True, default=str)
     return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
@@ -242,8 +235,10 @@ def train_translator(kind, translation_data, epochs=None, verbose=2, **extra):
         return Translator.load(str(folder)), history
 
     model = build_translation_model(kind, translation_data)
+    (source_ids, target_in), _ = next(iter(translation_data.train_batches))
+    model((source_ids[:1], target_in[:1]))  # the weights, which the optimizer is built for
     steps = sum(1 for _ in translation_data.train_batches)
-    compile_translation_model(model, steps, epochs, **extra)
+    compile_translation_model(model, kind, steps, epochs, **extra)
     started = time.time()
     # Repeated, with one pass an epoch: one tf.data iterator for the run (tutorial 01 says why).
     history = model.fit(translation_data.train_batches.repeat(), steps_per_epoch=steps, epochs=epochs,

@@ -1,6 +1,6 @@
 """The allowed range of every numeric option, shared by `TrainConfig` and the command line.
 
-One table, so that `train(TrainConfig(epochs=0))` and `keras-attention train
+One table, so that `TrainConfig.from_flat(epochs=0)` and `keras-attention train
 --epochs 0` refuse the same values with the same words:
 
     `epochs` must be an integer >= 1. Received: epochs=0
@@ -29,13 +29,13 @@ PRESET_NAMES = ("tiny", "small", "base", "big")
 MULTI30K_LANGUAGES = ("en", "de", "fr", "cs")
 # Pairs per TFRecord shard of a prepared corpus, about (`data.write_prepared_corpus`, `prepare --shard-size`).
 SHARD_SIZE = 200_000
-# The corpora `train`, `prepare` and `evaluate` read (`TrainConfig.dataset`, `--dataset`).
+# The corpora `train`, `prepare` and `evaluate` read (`DataConfig.dataset`, `--dataset`).
 DATASETS = ("multi30k", "dates", "files", "tsv", "tfds", "wmt14", "prepared")
 # The user's own corpora: cleaned by default (word limits as Moses' clean-corpus-n).
 USER_FILES = ("files", "tsv", "wmt14")
-# How a run spreads over devices (`training.get_strategy`, `TrainConfig.strategy`, `train --strategy`).
+# How a run spreads over devices (`training.get_strategy`, `RunConfig.strategy`, `train --strategy`).
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
-# Keras dtype policies a run may train under (`TrainConfig.precision`, `train --precision`).
+# Keras dtype policies a run may train under (`OptimizationConfig.precision`, `train --precision`).
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # The weight types CTranslate2's converter accepts (`export_ctranslate2(quantization=...)`).
 CTRANSLATE2_QUANTIZATIONS = (
@@ -53,12 +53,13 @@ MAX_BUCKETS = 8
 # Where "auto" length buckets put their boundaries (`data.auto_bucket_boundaries`, `train --bucket-method`).
 BUCKET_METHODS = ("equal_count", "min_padding")
 DEFAULT_BUCKET_METHOD = "equal_count"
-# The recipe's learning rates: the Transformer's peak (after its warm-up, which lasts this fraction of
-# all steps unless `warmup_steps` says), and the recurrent models' fixed rate (`TrainConfig.learning_rate`).
+# The rate each model kind trains at unless `--learning-rate` says (`ModelConfig.recipe_learning_rate`):
+# a fixed rate, or "warmup": the Transformer's warm-up schedule, whose peak is PEAK_LEARNING_RATE and
+# whose warm-up lasts WARMUP_FRACTION of all steps unless `warmup_steps` says.
+RECIPE_LEARNING_RATES = {"transformer": "warmup", "bahdanau": 1e-3, "luong": 1e-3, "rnn": 1e-3}
 PEAK_LEARNING_RATE = 1e-3
 WARMUP_FRACTION = 0.05
-RNN_LEARNING_RATE = 1e-3
-# How the Transformer's rate decays after its warm-up (`TrainConfig.lr_schedule`, `train --lr-schedule`).
+# How the Transformer's rate decays after its warm-up (`OptimizationConfig.lr_schedule`, `train --lr-schedule`).
 LR_SCHEDULES = ("inverse_sqrt", "cosine")
 
 # XLA pays for its compilations (about a minute for a run's batch shapes on a
@@ -108,10 +109,12 @@ def check_option(name, value):
 
 
 def check_options(config):
-    """`check_option` for every field of the dataclass `config` that has a range."""
-    for field in dataclasses.fields(config):
-        if field.name in RANGES:
-            check_option(field.name, getattr(config, field.name))
+    """`check_option` for every field of the dataclass (or dict) `config` that has a range."""
+    if not isinstance(config, dict):
+        config = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)}
+    for name, value in config.items():
+        if name in RANGES:
+            check_option(name, value)
 
 
 def argument_type(name):

@@ -1,21 +1,22 @@
 """The `keras-attention` command line: its commands and flags (`configs` turns them into a `TrainConfig`)."""
 
 import argparse
+import types
 
 from keras_attention import DATA_ENV_VAR, __version__
 from keras_attention.base.options import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
 from keras_attention.base.options import (BUCKET_METHODS, DATASETS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES, MAX_BUCKETS,
                                           MODEL_KINDS, PAIRS_PER_BUCKET, PEAK_LEARNING_RATE, PRECISIONS,
-                                          PRESET_NAMES, RNN_LEARNING_RATE, SHARD_SIZE, STRATEGIES,
+                                          PRESET_NAMES, RECIPE_LEARNING_RATES, SHARD_SIZE, STRATEGIES,
                                           WARMUP_FRACTION, XLA_MIN_PAIRS)
 from keras_attention.base.options import argument_type as checked
 from keras_attention.cli.decoding_flags import add_decoding_options
 from keras_attention.decoding.options import EXPORT_DEFAULTS, SEARCH_METHODS
 from keras_attention.training.config import TrainConfig
 
-# The defaults of `train` and `prepare`'s flags: TrainConfig's own (a flag left out leaves its field as the
-# Python API has it).
-TRAIN = TrainConfig()
+# The defaults of `train` and `prepare`'s flags: TrainConfig's own, by their flat names (a flag left out
+# leaves its field as the Python API has it).
+TRAIN = types.SimpleNamespace(**TrainConfig().flat())
 DEFAULT_SOURCE, DEFAULT_TARGET = TRAIN.source, TRAIN.target
 
 
@@ -79,8 +80,8 @@ def _add_training_flags(parser):
     group.add_argument("--batch-tokens", type=checked("batch_tokens"),
                        help="global batch as a token budget (instead of --batch-size)")
     group.add_argument("--learning-rate", type=checked("learning_rate"),
-                       help=f"a fixed rate (default: {RNN_LEARNING_RATE:g} for the recurrent models, the warm-up "
-                            "schedule for the Transformer)")
+                       help=f"a fixed rate (default: {RECIPE_LEARNING_RATES['rnn']:g} for the recurrent models, "
+                            "the warm-up schedule for the Transformer)")
     group.add_argument("--warmup-steps", type=checked("warmup_steps"),
                        help=f"Transformer: steps of the rate's linear warm-up "
                             f"(default: {WARMUP_FRACTION * 100:g}%% of all steps)")

@@ -1,12 +1,12 @@
-"""From the parsed flags to the `TrainConfig` of `train`, `prepare` and `evaluate`."""
+"""From the parsed flags to the `TrainConfig` of `train` and the `DataConfig` of `prepare` and `evaluate`."""
 
 from keras_attention.base.corpus_files import is_prepared
 from keras_attention.cli.arguments import DEFAULT_SOURCE, DEFAULT_TARGET, TRANSFORMER_SIZE_FLAGS
-from keras_attention.training.config import TrainConfig
+from keras_attention.training.config import DataConfig, TrainConfig
 
 
 def config_from_args(args):
-    return TrainConfig(
+    return TrainConfig.from_flat(
         model=args.model, preset=args.preset, **_reading_fields(args),
         epochs=args.epochs, time_limit_minutes=args.time_limit_minutes,
         batch_size=args.batch_size, batch_tokens=args.batch_tokens,
@@ -38,13 +38,13 @@ def _model_overrides(args):
 
 
 def data_config(args):
-    """The `TrainConfig` naming only the corpus (for `evaluate`)."""
-    return TrainConfig(**_corpus_fields(args))
+    """The `DataConfig` naming only the corpus (for `evaluate`)."""
+    return DataConfig(**_corpus_fields(args))
 
 
 def corpus_config(args):
-    """The `TrainConfig` of `prepare`: the corpus, its reading and its vocabulary."""
-    return TrainConfig(**_reading_fields(args))
+    """The `DataConfig` of `prepare`: the corpus, its reading and its vocabulary."""
+    return DataConfig(**_reading_fields(args))
 
 
 def _corpus_fields(args):

@@ -4,7 +4,6 @@ It uses Multi30k (English -> German) when the files can be read or
 downloaded, and otherwise the generated dates corpus, and says which and why.
 """
 
-import dataclasses
 import sys
 
 from keras_attention.base.files import RunPaths
@@ -32,7 +31,7 @@ def demo_config(output_dir, quick=False, data_dir=None):
     """The demo's `TrainConfig` and a sentence saying which data it uses and why."""
     if quick:
         # Seconds, for tests: a tiny Bahdanau model on a few hundred pairs.
-        config = TrainConfig(
+        config = TrainConfig.from_flat(
             model="bahdanau", preset="tiny", dataset="dates", vocab_size=200, target_vocab_size=40, max_length=48,
             epochs=1, batch_size=32, max_train_examples=256, bleu_sample=16, jit_compile=False,
             output_dir=output_dir, overrides={"units": 32, "embedding_dim": 16},
@@ -40,13 +39,13 @@ def demo_config(output_dir, quick=False, data_dir=None):
         return config, "quick mode: a few hundred generated dates"
     dataset, reason = _choose_data(data_dir)
     if dataset == "multi30k":
-        config = TrainConfig(
+        config = TrainConfig.from_flat(
             model="transformer", preset="tiny", dataset="multi30k", source="en", target="de",
             data_dir=data_dir, vocab_size=6000, max_length=48, epochs=4, batch_size=64,
             output_dir=output_dir, bleu_sample=100,
         )
     else:
-        config = TrainConfig(
+        config = TrainConfig.from_flat(
             model="bahdanau", preset="tiny", dataset="dates", vocab_size=200, target_vocab_size=40,
             max_length=48, epochs=8, batch_size=64, learning_rate=3e-3, max_train_examples=8000,
             output_dir=output_dir, bleu_sample=100, overrides={"units": 96, "embedding_dim": 32},
@@ -58,16 +57,16 @@ def run_demo(output_dir="runs/demo", quick=False, data_dir=None):
     """Train, evaluate, translate and save; return a process exit code."""
     config, reason = demo_config(output_dir, quick=quick, data_dir=data_dir)
     # Each demo replaces the previous demo's run (only once it has finished).
-    config = dataclasses.replace(config, overwrite=True)
-    print(f"Demo: {config.model} ({config.preset}) on {config.dataset}: {reason}.")
+    config = config.replace(overwrite=True)
+    print(f"Demo: {config.model.kind} ({config.model.preset}) on {config.data.dataset}: {reason}.")
     # Progress bars for a terminal; one line an epoch for a log file or a quick run.
     translator, results = train(config, verbose=1 if sys.stdout.isatty() and not quick else 2)
 
     print_summary(results)
     print("\nTranslations:")
-    for sentence, output in zip(EXAMPLES[config.dataset], translator(EXAMPLES[config.dataset])):
+    for sentence, output in zip(EXAMPLES[config.data.dataset], translator(EXAMPLES[config.data.dataset])):
         print(f"  {sentence}\n    -> {output}")
     saved = RunPaths(output_dir).translator
     print(f"\nSaved the translator to {saved}. Try:\n"
-          f"  keras-attention translate {saved} \"{EXAMPLES[config.dataset][0]}\"")
+          f"  keras-attention translate {saved} \"{EXAMPLES[config.data.dataset][0]}\"")
     return 0

@@ -4,7 +4,7 @@ Both change how a step is computed, never what it computes, and both act only
 where they were measured to pay: the TensorFlow backend, inside an XLA
 compilation, with no GPU visible. Everywhere else the layers are Keras' own,
 bit for bit. The layers package never uses them; the training recipe turns
-them on (`TrainConfig.cpu_dropout`, `TrainConfig.cpu_rows`, both True by
+them on (`ModelConfig.cpu_dropout`, `ModelConfig.cpu_rows`, both True by
 default) and `scripts/benchmark_training.py` measures each on a whole
 training step, alternating with the model without it (`benchmarks/training.json`).
 

@@ -298,7 +298,7 @@ class CorpusReportCallback(keras.callbacks.Callback):
         report: a `keras_attention.data.CorpusReport` the training data counts into.
         verbose: bool. Print the line. Defaults to True.
         limit: int or None. The pass used only the first `limit` pairs
-            (`TrainConfig.max_train_examples`). When the reader ran ahead of
+            (`DataConfig.max_train_examples`). When the reader ran ahead of
             the limit, its counts (read, kept, skipped lines) go beyond the
             pairs used: only the pairs dropped for their token length, counted
             after the limit, are reported then. Defaults to None.

@@ -5,7 +5,6 @@ reads like a script, top to bottom; each step prints what it did. The
 settings are in `training.config`, the data steps in `training.corpus`.
 """
 
-import dataclasses
 import os
 import time
 
@@ -14,7 +13,7 @@ import tensorflow as tf
 
 from keras_attention import data
 from keras_attention.base.files import write_json
-from keras_attention.base.options import PEAK_LEARNING_RATE, RNN_LEARNING_RATE, WARMUP_FRACTION
+from keras_attention.base.options import PEAK_LEARNING_RATE, WARMUP_FRACTION
 from keras_attention.base.tensorflow_only import require_tensorflow
 from keras_attention.decoding.translator import Translator
 from keras_attention.models import build_model
@@ -51,29 +50,41 @@ from keras_attention.training.schedules import TransformerSchedule
 __all__ = ["TrainConfig", "build_and_compile", "compile_for_training", "load_splits", "train", "training_data"]
 
 
-def compile_for_training(model, config, steps_per_epoch, jit_compile):
-    """Compile with the recipe's loss, metric and optimizer (`steps_per_epoch` may be an estimate)."""
-    if config.learning_rate is not None:
-        rate = config.learning_rate
-    elif config.model == "transformer":
-        total = steps_per_epoch * config.epochs
-        warmup = config.warmup_steps or max(1, int(total * WARMUP_FRACTION))
+def compile_for_training(model, config, steps_per_epoch, jit_compile=None):
+    """Compile `model` with the recipe's loss, metric and optimizer, as `train` does.
+
+    Args:
+        model: a built `keras.Model` of `config.model.kind`.
+        config: the `TrainConfig`: its optimization section and the model's
+            `recipe_learning_rate` (used when no fixed rate is given).
+        steps_per_epoch: int. Batches an epoch (may be an estimate): the
+            length of the Transformer's warm-up schedule.
+        jit_compile: bool. Compile the training step with XLA. None (the
+            default): `config.optimization.jit_compile` when it is True or
+            False; "auto" (which `train` decides from the corpus' size) is
+            False here.
+    """
+    optimization = config.optimization
+    if jit_compile is None:
+        jit_compile = optimization.jit_compile is True
+    rate = optimization.learning_rate or config.model.recipe_learning_rate
+    if rate == "warmup":
+        total = steps_per_epoch * optimization.epochs
+        warmup = optimization.warmup_steps or max(1, int(total * WARMUP_FRACTION))
         # The peak rate is the configured one whatever the warm-up length.
-        peak = config.peak_learning_rate or PEAK_LEARNING_RATE
-        if config.lr_schedule == "cosine":
+        peak = optimization.peak_learning_rate or PEAK_LEARNING_RATE
+        if optimization.lr_schedule == "cosine":
             # The warm-up as TransformerSchedule's: iteration i (from 0) at peak * (i + 1) / warmup, the peak at
             # iteration warmup - 1, where Keras' cosine starts; it reaches zero at iteration `total`.
             rate = keras.optimizers.schedules.CosineDecay(peak / warmup, decay_steps=max(1, total - warmup + 1),
                                                           warmup_target=peak, warmup_steps=warmup - 1)
         else:
             rate = TransformerSchedule.with_peak(model.d_model, warmup, peak)
-    else:
-        rate = RNN_LEARNING_RATE
     # Our Adam clips the gradient of the global batch, not each replica's share.
     optimizer = Adam(rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=1.0)
     model.compile(
         optimizer=optimizer,
-        loss=MaskedSparseCrossEntropy(label_smoothing=config.label_smoothing),
+        loss=MaskedSparseCrossEntropy(label_smoothing=optimization.label_smoothing),
         metrics=[MaskedTokenAccuracy()],
         jit_compile=jit_compile,
     )
@@ -92,17 +103,19 @@ def compile_for_training(model, config, steps_per_epoch, jit_compile):
 def train(config, verbose=1):
     """Run a whole training job; return `(translator, results)`.
 
-    Writes to `config.output_dir`: `backup/` (resumable state, removed after a
-    finished run unless `config.keep_backup`), `checkpoints/` (the last epochs' weights), `translator/`
+    Writes to `config.run.output_dir`: `backup/` (resumable state, removed after a
+    finished run unless `config.run.keep_backup`), `checkpoints/` (the last epochs' weights), `translator/`
     (model and vocabularies; written before training, for evaluators, and
     after), `history.csv` and `results.json` (BLEU on the test split,
     timings, steps, what the corpus reader skipped, the configuration).
 
     Raises:
-        data.CorpusError: with `strict_data`, the first bad training line
+        data.CorpusError: with `config.data.strict_data`, the first bad training line
             (file and line named).
     """
     require_tensorflow("The training recipe (`train`)")
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"`train` takes a TrainConfig. Received: {type(config).__name__}")
     config.check_paths()  # a missing file or folder: one line, before anything starts
     try:
         return _train(config, verbose)
@@ -114,15 +127,16 @@ def train(config, verbose=1):
 
 
 def _train(config, verbose):
-    strategy = get_strategy(config.strategy)  # first: a multi-worker strategy must precede any TF op
-    if config.time_limit_minutes and getattr(strategy, "cluster_resolver", None) is not None:
+    strategy = get_strategy(config.run.strategy)  # first: a multi-worker strategy must precede any TF op
+    time_limit = config.optimization.time_limit_minutes
+    if time_limit and getattr(strategy, "cluster_resolver", None) is not None:
         raise ValueError("--time-limit works in one process: the workers of a multi-worker run would each stop "
                          "by their own clock, and one left training waits for the others forever. Received: "
-                         f"--time-limit {config.time_limit_minutes:g} under MultiWorkerMirroredStrategy")
-    output_dir = config.output_dir
+                         f"--time-limit {time_limit:g} under MultiWorkerMirroredStrategy")
+    output_dir = config.run.output_dir
     if not distribution.is_chief(strategy):
         output_dir = os.path.join(output_dir, distribution.task_name(strategy))
-    folder = RunFolder(output_dir, resume=config.resume, overwrite=config.overwrite,
+    folder = RunFolder(output_dir, resume=config.run.resume, overwrite=config.run.overwrite,
                        shared=distribution.num_workers(strategy) > 1)  # the other workers' folders are inside
     if folder.restarted:
         print(f"{output_dir} holds a run stopped before its first backup: starting it again "
@@ -137,21 +151,22 @@ def _train(config, verbose):
 
 
 def _run(config, verbose, strategy, paths):
-    keras.utils.set_random_seed(config.seed)
-    set_precision(config.precision)
-    batch = f"{config.batch_tokens} tokens" if config.batch_tokens else config.batch_size
-    print(f"Strategy: {distribution.describe(strategy)}, global batch {batch}. Precision: {config.precision}.")
+    keras.utils.set_random_seed(config.data.seed)
+    optimization = config.optimization
+    set_precision(optimization.precision)
+    batch = f"{optimization.batch_tokens} tokens" if optimization.batch_tokens else optimization.batch_size
+    print(f"Strategy: {distribution.describe(strategy)}, global batch {batch}. Precision: {optimization.precision}.")
     prepared = training_data(config, strategy)  # also decides XLA: it shapes the batches
     jit_compile = prepared.xla
     print(f"Data: {prepared.description}"
           f"{'; streamed from disk' if prepared.streaming else '; tokenized once, cached in memory'}.")
     model = build_and_compile(config, prepared, strategy)
 
-    backup = ResumableBackup(paths.backup, save_freq=config.backup_every_steps or "epoch")
+    backup = ResumableBackup(paths.backup, save_freq=config.run.backup_every_steps or "epoch")
     backup.set_model(model)
     resumed_from = backup.restore()
-    check_backup_fits(backup, config.epochs, prepared.steps_per_epoch)  # before anything is written
-    source_language, target_language = prepared.languages or (config.source, config.target)
+    check_backup_fits(backup, optimization.epochs, prepared.steps_per_epoch)  # before anything is written
+    source_language, target_language = prepared.languages or (config.data.source, config.data.target)
     translator = Translator(model, prepared.source_tokenizer, prepared.target_tokenizer,
                             prepared.max_length, prepared.max_length,
                             metadata={"source_language": source_language, "target_language": target_language,
@@ -164,8 +179,8 @@ def _run(config, verbose, strategy, paths):
         prepared.report.reset()  # building the model read ahead: count from the first epoch's start
     fit_started = time.time()
     with CtrlC() as ctrl_c:  # first: a Ctrl-C stops the run before any other callback of that batch
-        fit_resumable(model, prepared.train, config.epochs, prepared.steps_per_epoch, backup, [ctrl_c, *callbacks],
-                      validation_data=prepared.valid, verbose=verbose)
+        fit_resumable(model, prepared.train, optimization.epochs, prepared.steps_per_epoch, backup,
+                      [ctrl_c, *callbacks], validation_data=prepared.valid, verbose=verbose)
     fit_seconds = time.time() - fit_started
     history = read_csv_history(paths.history)  # all epochs, also those before a restart
     translator.save(paths.translator)
@@ -174,7 +189,7 @@ def _run(config, verbose, strategy, paths):
                "evaluation_seconds": _evaluation_seconds(history),
                "parameters": int(model.count_params()), "steps": backup.completed_steps,
                "steps_per_epoch": prepared.steps_per_epoch, "resumed_from_step": resumed_from,
-               "replicas": strategy.num_replicas_in_sync, "config": dataclasses.asdict(config),
+               "replicas": strategy.num_replicas_in_sync, "config": config.flat(),
                "start_up": {**step_timer.summary(), "xla": jit_compile,
                             "batch_shapes": _distinct_shapes(prepared.train, prepared.valid,
                                                              prepared.steps_per_epoch)},
@@ -182,10 +197,10 @@ def _run(config, verbose, strategy, paths):
     if time_limit is not None:
         results["time_limit"] = {"minutes": time_limit.minutes, "stopped_after_epoch": time_limit.stopped_after_epoch}
     if prepared.test_pairs is not None:
-        results.update(_test_scores(translator, prepared.test_pairs, config.max_test_examples))
+        results.update(_test_scores(translator, prepared.test_pairs, config.data.max_test_examples))
     results["history"] = history
     write_json(paths.results, results, indent=2)
-    if not config.keep_backup:
+    if not config.run.keep_backup:
         backup.delete()  # last: until the results are written, the run can be started again
     return translator, results
 
@@ -197,22 +212,22 @@ def build_and_compile(config, prepared, strategy):
     the very training step `train` runs.
     """
     source_tok, target_tok = prepared.source_tokenizer, prepared.target_tokenizer
-    overrides = dict(config.overrides)
-    if config.share_embeddings:
+    overrides = dict(config.model.overrides)
+    if config.model.share_embeddings:
         if source_tok.vocabulary != target_tok.vocabulary:
-            raise ValueError(f"--share-embeddings needs one vocabulary, and {config.data_dir} was prepared "
+            raise ValueError(f"--share-embeddings needs one vocabulary, and {config.data.data_dir} was prepared "
                              "with two: prepare it again with --joint-vocabulary.")
         overrides["share_embeddings"] = True
     with strategy.scope():
         model = build_model(
-            config.model, config.preset, source_tok.vocab_size, target_tok.vocab_size,
+            config.model.kind, config.model.preset, source_tok.vocab_size, target_tok.vocab_size,
             max_length=prepared.max_length, **overrides,
         )
         (source_ids, target_in), _ = next(iter(prepared.train))
         model((source_ids[:1], target_in[:1]))  # build the weights (BackupAndRestore needs them)
-        if config.cpu_dropout:
+        if config.model.cpu_dropout:
             use_cpu_dropout(model)
-        if config.cpu_rows:
+        if config.model.cpu_rows:
             use_cpu_rows(model)
         compile_for_training(model, config, prepared.schedule_steps, prepared.xla)
         if getattr(strategy, "cluster_resolver", None) is not None:
@@ -223,19 +238,19 @@ def build_and_compile(config, prepared, strategy):
 def _callbacks(config, prepared, translator, paths, resumed_from, verbose):
     """The run's callbacks, in order, and the three whose figures go into results.json (the time limit: None
     without one)."""
-    report_callback = CorpusReportCallback(prepared.report, verbose=bool(verbose), limit=config.max_train_examples)
-    callbacks = [] if config.dataset == "prepared" else [report_callback]  # BLEU next, for the CSV log
-    if prepared.valid_pairs is not None and config.bleu_sample:
+    report_callback = CorpusReportCallback(prepared.report, verbose=bool(verbose), limit=config.data.max_train_examples)
+    callbacks = [] if config.data.dataset == "prepared" else [report_callback]  # BLEU next, for the CSV log
+    if prepared.valid_pairs is not None and config.run.bleu_sample:
         sample = [(s.decode(), t.decode())
-                  for s, t in prepared.valid_pairs.take(config.bleu_sample).as_numpy_iterator()]
+                  for s, t in prepared.valid_pairs.take(config.run.bleu_sample).as_numpy_iterator()]
         callbacks.append(BleuCallback(translator, sample, verbose=bool(verbose)))
-    if config.keep_checkpoints:
-        callbacks.append(EpochCheckpoints(paths.checkpoints, config.keep_checkpoints))
+    if config.run.keep_checkpoints:
+        callbacks.append(EpochCheckpoints(paths.checkpoints, config.run.keep_checkpoints))
     step_timer = StepTimer()
     callbacks += [step_timer, EpochTimer()]
     time_limit = None
-    if config.time_limit_minutes:
-        time_limit = TimeLimit(config.time_limit_minutes,
+    if config.optimization.time_limit_minutes:
+        time_limit = TimeLimit(config.optimization.time_limit_minutes,
                                _earlier_training_seconds(paths.history, resumed_from, prepared.steps_per_epoch))
         callbacks.append(time_limit)
     callbacks += [keras.callbacks.CSVLogger(paths.history, append=resumed_from > 0), keras.callbacks.TerminateOnNaN(),

@@ -41,8 +41,8 @@ def run(init, epochs, direction):
     if INITIALIZERS[init] is not None:
         overrides["attention_kernel_initializer"] = INITIALIZERS[init]
     with tempfile.TemporaryDirectory() as folder:
-        config = TrainConfig(source=source, target=target, output_dir=folder, overrides=overrides,
-                             **{**options, "epochs": epochs, "length_buckets": 8, "max_test_examples": 10})
+        config = TrainConfig.from_flat(source=source, target=target, output_dir=folder, overrides=overrides,
+                                       **{**options, "epochs": epochs, "length_buckets": 8, "max_test_examples": 10})
         started = time.time()
         _, results = train(config, verbose=2)
     history = results["history"]

@@ -36,7 +36,7 @@ INITIALIZERS = {
 def run(model, init, seed, epochs, test_pairs):
     """Train one dates model; return its loss history and exact match."""
     with tempfile.TemporaryDirectory() as folder:
-        config = TrainConfig(
+        config = TrainConfig.from_flat(
             model=model, preset="tiny", dataset="dates", vocab_size=200, target_vocab_size=40, max_length=48,
             batch_size=64, max_train_examples=8000, max_test_examples=50, bleu_sample=0, label_smoothing=0.0,
             epochs=epochs, learning_rate=3e-3, seed=seed, output_dir=folder,

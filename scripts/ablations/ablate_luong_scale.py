@@ -48,7 +48,7 @@ def attention_peaks(translator, sentences):
 
 def run(name, args, valid_pairs):
     with tempfile.TemporaryDirectory() as folder:
-        config = TrainConfig(
+        config = TrainConfig.from_flat(
             model=RUNS[name]["model"], dataset="multi30k", data_dir=args.data_dir, vocab_size=4000,
             max_length=64, batch_size=128, epochs=args.epochs, learning_rate=1e-3, seed=args.seed,
             max_train_examples=args.max_train_examples, max_test_examples=1, bleu_sample=0, keep_checkpoints=0,

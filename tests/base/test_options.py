@@ -47,12 +47,12 @@ def test_the_command_line_names_option_value_and_range(argv, message, capsys):
 
 def test_python_refuses_with_the_same_words():
     with pytest.raises(ValueError, match=r"^`epochs` must be an integer >= 1. Received: epochs=0$"):
-        TrainConfig(epochs=0)
+        TrainConfig.from_flat(epochs=0)
     with pytest.raises(ValueError, match=r"`learning_rate` must be a number > 0. Received: learning_rate=-1"):
-        TrainConfig(learning_rate=-1)
+        TrainConfig.from_flat(learning_rate=-1)
     with pytest.raises(ValueError, match=r"`label_smoothing` must be a number in \[0, 1\)"):
-        TrainConfig(label_smoothing=1.0)
-    TrainConfig(learning_rate=None, batch_tokens=None, warmup_steps=0, keep_checkpoints=0)  # optional ones
+        TrainConfig.from_flat(label_smoothing=1.0)
+    TrainConfig.from_flat(learning_rate=None, batch_tokens=None, warmup_steps=0, keep_checkpoints=0)  # optional ones
     assert check_option("top_k", None) is None
 
 
@@ -95,8 +95,8 @@ def test_dropout_flags_reach_the_model():
     from keras_attention.cli.configs import config_from_args
 
     args = _parser().parse_args(["train", "--dropout", "0.3", "--attention-dropout", "0.1"])
-    assert config_from_args(args).overrides == {"dropout": 0.3, "attention_dropout": 0.1}
-    assert config_from_args(_parser().parse_args(["train"])).overrides == {}
+    assert config_from_args(args).model.overrides == {"dropout": 0.3, "attention_dropout": 0.1}
+    assert config_from_args(_parser().parse_args(["train"])).model.overrides == {}
     args = _parser().parse_args(["train", "--model", "luong", "--attention-dropout", "0.1"])
     with pytest.raises(ValueError, match="--attention-dropout is for the Transformer.*--model luong"):
         config_from_args(args)
@@ -108,7 +108,7 @@ def test_size_flags_reach_the_transformer():
 
     args = _parser().parse_args(["train", "--preset", "tiny", "--num-layers", "4", "--d-model", "64",
                                  "--num-heads", "2", "--intermediate-dim", "96"])
-    overrides = config_from_args(args).overrides
+    overrides = config_from_args(args).model.overrides
     assert overrides == {"num_layers": 4, "d_model": 64, "num_heads": 2, "intermediate_dim": 96}
     model = Transformer.from_preset("tiny", 50, 60, **overrides)
     assert (len(model.encoder_blocks), len(model.decoder_blocks), model.d_model) == (4, 4, 64)
@@ -122,7 +122,7 @@ def test_size_flags_reach_the_transformer():
 def test_the_xla_flags_reach_the_config(flags, expected):
     from keras_attention.cli.configs import config_from_args
 
-    assert config_from_args(_parser().parse_args(["train", *flags])).jit_compile == expected
+    assert config_from_args(_parser().parse_args(["train", *flags])).optimization.jit_compile == expected
 
 
 @pytest.mark.parametrize("flags, dropout, rows", [([], True, True), (["--no-cpu-dropout"], False, True),
@@ -131,7 +131,7 @@ def test_each_cpu_switch_has_its_own_flag(flags, dropout, rows):
     from keras_attention.cli.configs import config_from_args
 
     config = config_from_args(_parser().parse_args(["train", *flags]))
-    assert (config.cpu_dropout, config.cpu_rows) == (dropout, rows)
+    assert (config.model.cpu_dropout, config.model.cpu_rows) == (dropout, rows)
 
 
 def test_jit_and_no_jit_exclude_each_other(capsys):
@@ -144,15 +144,15 @@ def test_jit_and_no_jit_exclude_each_other(capsys):
 def test_jit_compile_is_true_false_or_auto(value):
     message = rf"`jit_compile` must be True, False or \"auto\". Received: jit_compile={value!r}"
     with pytest.raises(ValueError, match=message):
-        TrainConfig(jit_compile=value)
+        TrainConfig.from_flat(jit_compile=value)
 
 
 def test_the_bucket_method_flag_reaches_the_config():
     from keras_attention.cli.configs import config_from_args
 
-    assert config_from_args(_parser().parse_args(["train"])).bucket_method == "equal_count"
+    assert config_from_args(_parser().parse_args(["train"])).optimization.bucket_method == "equal_count"
     args = _parser().parse_args(["train", "--bucket-method", "min_padding"])
-    assert config_from_args(args).bucket_method == "min_padding"
+    assert config_from_args(args).optimization.bucket_method == "min_padding"
     with pytest.raises(SystemExit):  # argparse names the choices in one line
         _parser().parse_args(["train", "--bucket-method", "fewest"])
 
@@ -160,5 +160,6 @@ def test_the_bucket_method_flag_reaches_the_config():
 def test_the_time_limit_flag_reaches_the_config():
     from keras_attention.cli.configs import config_from_args
 
-    assert config_from_args(_parser().parse_args(["train"])).time_limit_minutes is None
-    assert config_from_args(_parser().parse_args(["train", "--time-limit", "88.5"])).time_limit_minutes == 88.5
+    assert config_from_args(_parser().parse_args(["train"])).optimization.time_limit_minutes is None
+    limited = config_from_args(_parser().parse_args(["train", "--time-limit", "88.5"]))
+    assert limited.optimization.time_limit_minutes == 88.5

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from keras_attention.training import corpus
-from keras_attention.training.config import TrainConfig
+from keras_attention.training.config import OptimizationConfig, TrainConfig
 from keras_attention.training.corpus import (MAX_BUCKETS, PAIRS_PER_BUCKET, XLA_MIN_PAIRS, batch_shapes,
                                              length_buckets, use_xla)
 
@@ -21,9 +21,9 @@ from keras_attention.training.corpus import (MAX_BUCKETS, PAIRS_PER_BUCKET, XLA_
     (2_000, 1, False, MAX_BUCKETS),  # without XLA a shape costs little
 ])
 def test_length_buckets_grow_with_the_pairs_a_run_trains_on(pairs, epochs, jit_compile, expected):
-    config = TrainConfig(dataset="dates", epochs=epochs, jit_compile=jit_compile)
-    assert length_buckets(config, pairs) == expected
-    assert length_buckets(dataclasses.replace(config, length_buckets=6), pairs) == 6  # the user's choice wins
+    optimization = OptimizationConfig(epochs=epochs, jit_compile=jit_compile)
+    assert length_buckets(optimization, pairs) == expected
+    assert length_buckets(dataclasses.replace(optimization, length_buckets=6), pairs) == 6  # the user's choice wins
 
 
 @pytest.mark.parametrize("model, pairs, epochs, jit_compile, expected", [
@@ -38,19 +38,19 @@ def test_length_buckets_grow_with_the_pairs_a_run_trains_on(pairs, epochs, jit_c
     ("rnn", 10 ** 8, 5, False, False),
 ])
 def test_xla_is_used_when_the_run_is_long_enough(model, pairs, epochs, jit_compile, expected):
-    config = TrainConfig(model=model, dataset="dates", epochs=epochs, jit_compile=jit_compile)
-    xla, why = use_xla(config, pairs, strategy=None)
+    optimization = TrainConfig.from_flat(model=model, dataset="dates", epochs=epochs,
+                                         jit_compile=jit_compile).optimization
+    xla, why = use_xla(optimization, pairs, strategy=None)
     assert xla is expected and why
     one_replica = tf.distribute.MirroredStrategy(["/cpu:0"])
-    assert use_xla(config, pairs, one_replica)[0] is expected
+    assert use_xla(optimization, pairs, one_replica)[0] is expected
 
 
 def test_xla_needs_one_replica():
     class TwoReplicas:  # what `distribution.xla_supported` reads of a strategy
         num_replicas_in_sync = 2
 
-    config = TrainConfig(dataset="dates", jit_compile=True)
-    assert use_xla(config, 10 ** 6, TwoReplicas()) == (False, "XLA needs one replica")
+    assert use_xla(OptimizationConfig(jit_compile=True), 10 ** 6, TwoReplicas()) == (False, "XLA needs one replica")
 
 
 def test_a_short_run_trains_without_xla_by_default():
@@ -61,9 +61,9 @@ def test_a_short_run_trains_without_xla_by_default():
 
 def test_length_buckets_is_checked():
     with pytest.raises(ValueError, match="length_buckets=0"):
-        TrainConfig(length_buckets=0)
+        TrainConfig.from_flat(length_buckets=0)
     with pytest.raises(ValueError, match="bucket_method='quantile'"):
-        TrainConfig(bucket_method="quantile")
+        TrainConfig.from_flat(bucket_method="quantile")
 
 
 def test_the_bucket_method_reaches_the_training_batches():
@@ -79,8 +79,9 @@ def test_the_bucket_method_reaches_the_training_batches():
 
 
 def _train_shapes(**options):
-    config = TrainConfig(model="bahdanau", preset="tiny", dataset="dates", vocab_size=200, target_vocab_size=40,
-                         max_length=48, batch_size=32, max_train_examples=2_000, **options)
+    config = TrainConfig.from_flat(model="bahdanau", preset="tiny", dataset="dates", vocab_size=200,
+                                   target_vocab_size=40, max_length=48, batch_size=32, max_train_examples=2_000,
+                                   **options)
     prepared = corpus.training_data(config, strategy=None)
     return set(batch_shapes(prepared.train.take(prepared.steps_per_epoch))), prepared
 

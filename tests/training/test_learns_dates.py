@@ -65,7 +65,7 @@ def test_reaches_exact_match_threshold(kind, tmp_path, monkeypatch):
 
     run_callbacks = recipe._callbacks
     monkeypatch.setattr(recipe, "_callbacks", callbacks_and_a_stop)
-    config = TrainConfig(
+    config = TrainConfig.from_flat(
         model=kind, preset="tiny", dataset="dates", vocab_size=200, target_vocab_size=40, max_length=48,
         batch_size=64,
         max_train_examples=8000, max_test_examples=200, bleu_sample=0, label_smoothing=0.0, jit_compile=False,

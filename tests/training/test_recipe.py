@@ -17,7 +17,7 @@ SENTENCES = ["3 January 2021", "Sunday, January 3rd, 2021", "dimanche 3 janvier 
 @pytest.fixture(scope="module")
 def shared_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("shared")
-    config = TrainConfig(
+    config = TrainConfig.from_flat(
         model="transformer", preset="tiny", dataset="dates", vocab_size=240, max_length=40, epochs=1,
         batch_size=32, max_train_examples=512, bleu_sample=0, jit_compile=False, keep_checkpoints=0,
         max_test_examples=50, joint_vocabulary=True, share_embeddings=True, output_dir=str(folder),
@@ -66,7 +66,7 @@ def test_shared_embedding_is_one_matrix_and_survives_saving_and_export(shared_ru
 )
 def test_shared_embeddings_refuse_what_cannot_share(options, message):
     with pytest.raises(ValueError, match=message):
-        TrainConfig(share_embeddings=True, **options)
+        TrainConfig.from_flat(share_embeddings=True, **options)
 
 
 @pytest.mark.parametrize("peak", [None, 3e-3])
@@ -75,7 +75,7 @@ def test_the_transformer_schedule_peaks_at_the_configured_rate_at_the_end_of_the
     from keras_attention.training.recipe import compile_for_training
 
     model = Transformer(30, 30, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32)
-    config = TrainConfig(model="transformer", epochs=2, warmup_steps=10, peak_learning_rate=peak)
+    config = TrainConfig.from_flat(model="transformer", epochs=2, warmup_steps=10, peak_learning_rate=peak)
     compile_for_training(model, config, steps_per_epoch=50, jit_compile=False)
     schedule = model.optimizer._learning_rate
     rates = [float(schedule(step)) for step in range(100)]
@@ -88,7 +88,7 @@ def test_the_transformer_schedule_peaks_at_the_configured_rate_at_the_end_of_the
 @pytest.mark.parametrize("options", [dict(model="bahdanau"), dict(model="transformer", learning_rate=1e-3)])
 def test_a_peak_rate_needs_the_transformer_schedule(options):
     with pytest.raises(ValueError, match="--peak-learning-rate is the Transformer's warm-up schedule"):
-        TrainConfig(peak_learning_rate=2e-3, **options)
+        TrainConfig.from_flat(peak_learning_rate=2e-3, **options)
 
 
 def test_the_cosine_schedule_warms_up_then_reaches_zero_at_the_last_step():
@@ -97,8 +97,8 @@ def test_the_cosine_schedule_warms_up_then_reaches_zero_at_the_last_step():
 
     peak, warmup, total = 2e-3, 10, 2 * 50
     model = Transformer(30, 30, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32)
-    config = TrainConfig(model="transformer", epochs=2, warmup_steps=warmup, peak_learning_rate=peak,
-                         lr_schedule="cosine")
+    config = TrainConfig.from_flat(model="transformer", epochs=2, warmup_steps=warmup, peak_learning_rate=peak,
+                                   lr_schedule="cosine")
     compile_for_training(model, config, steps_per_epoch=50, jit_compile=False)
     schedule = model.optimizer._learning_rate
     rates = np.array([float(schedule(step)) for step in range(total + 1)])  # the optimizer's iterations 0...
@@ -113,9 +113,9 @@ def test_the_cosine_schedule_warms_up_then_reaches_zero_at_the_last_step():
 @pytest.mark.parametrize("options", [dict(model="bahdanau"), dict(model="transformer", learning_rate=1e-3)])
 def test_a_cosine_schedule_needs_the_transformer_schedule(options):
     with pytest.raises(ValueError, match="--lr-schedule is the Transformer's warm-up schedule.*--lr-schedule cosine"):
-        TrainConfig(lr_schedule="cosine", **options)
+        TrainConfig.from_flat(lr_schedule="cosine", **options)
     with pytest.raises(ValueError, match="lr_schedule"):
-        TrainConfig(lr_schedule="linear")
+        TrainConfig.from_flat(lr_schedule="linear")
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])
@@ -128,7 +128,7 @@ def test_the_training_step_is_traced_once(jit_compile, monkeypatch):
     traces = []
     train_step = Transformer.train_step
     monkeypatch.setattr(Transformer, "train_step", lambda self, data: traces.append(1) or train_step(self, data))
-    config = TrainConfig(
+    config = TrainConfig.from_flat(
         model="transformer", preset="tiny", dataset="dates", vocab_size=240, max_length=40, epochs=1,
         batch_size=16, max_train_examples=64, jit_compile=jit_compile, length_buckets=1,
         overrides=dict(num_layers=1, d_model=16, num_heads=2, intermediate_dim=32),
@@ -144,7 +144,7 @@ def test_the_training_step_is_traced_once(jit_compile, monkeypatch):
 
 def test_a_time_limit_ends_the_run_early_and_the_results_say_so(tmp_path, capsys):
     """Any epoch overruns a limit of a millionth of a minute: one epoch of three, a whole translator and results."""
-    config = TrainConfig(
+    config = TrainConfig.from_flat(
         model="transformer", preset="tiny", dataset="dates", vocab_size=240, max_length=40, epochs=3,
         time_limit_minutes=1e-6, batch_size=16, max_train_examples=64, bleu_sample=0, jit_compile=False,
         keep_checkpoints=0, max_test_examples=8, output_dir=str(tmp_path / "run"),
@@ -177,7 +177,7 @@ def test_a_time_limit_is_refused_under_several_workers(tmp_path, monkeypatch):
         cluster_resolver = object()
 
     monkeypatch.setattr(recipe, "get_strategy", lambda name: _MultiWorker())
-    config = TrainConfig(dataset="dates", time_limit_minutes=30, output_dir=str(tmp_path / "run"))
+    config = TrainConfig.from_flat(dataset="dates", time_limit_minutes=30, output_dir=str(tmp_path / "run"))
     with pytest.raises(ValueError, match=r"^--time-limit works in one process: .* Received: --time-limit 30 under "
                                          r"MultiWorkerMirroredStrategy$"):
         train(config, verbose=0)
