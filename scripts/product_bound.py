@@ -8,7 +8,7 @@ fraction of the peak that implies. It is a picture of each product's rate
 alone, not a bound on the step: inside a step XLA overlaps products and runs
 some faster than alone, and on the project's virtual machine the same
 products timed alone have run at rates half again apart in different runs
-(benchmarks/RESULTS.md at 8068402, where a step beat this sum).
+(benchmarks/RESULTS.md records a run where a whole step beat this sum).
 """
 
 import collections

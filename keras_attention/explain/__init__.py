@@ -10,7 +10,7 @@ import warnings
 
 from keras_attention.base.files import write_text
 from keras_attention.base.validation import TruncationWarning
-from keras_attention.explain.page import render_fragment, render_page
+from keras_attention.explain.page import render_fragment, render_page, strongest_alignments
 from keras_attention.explain.weights import SentenceAttention, collect_attention
 
 __all__ = ["Explanation", "SentenceAttention", "collect_attention", "explain"]
@@ -23,7 +23,9 @@ class Explanation:
         sentences: list of `SentenceAttention` (the NumPy arrays and tokens).
 
     `save(path)` writes a self-contained HTML file; in Jupyter the object
-    displays itself as the same interactive page.
+    displays itself as the same interactive page (a viewer that runs no
+    script shows a table of the strongest alignments), and as text those
+    alignments.
     """
 
     def __init__(self, sentences, title="Attention explorer"):
@@ -36,6 +38,14 @@ class Explanation:
 
     def _repr_html_(self):
         return render_fragment(self.sentences, self.title)
+
+    def __repr__(self):
+        lines = [f"{self.title}: the source piece each output piece attends to most"]
+        for s in self.sentences:
+            lines.append(f"{s.source} -> {s.translation}")
+            lines.append("  " + ", ".join(f"{out} <- {src} ({weight:.2f})"
+                                          for out, src, weight in strongest_alignments(s)))
+        return "\n".join(lines)
 
     def save(self, path):
         """Write the page to `path` (its folder must exist); return the path."""

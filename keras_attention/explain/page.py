@@ -7,7 +7,9 @@ heads): a heatmap of the weights (exact value on hover, in each cell's
 left, the key tokens on the right and a line for each pair, drawn as strong
 as its weight. Hovering, focusing or clicking a query token keeps its lines
 only and shades the key tokens by weight; the largest is outlined. Colours
-follow viridis (sequential, readable with colour-blindness).
+follow viridis (sequential, readable with colour-blindness). A viewer that
+runs no script (a notebook viewer that strips them) shows a static table of
+the strongest alignments instead.
 """
 
 import html
@@ -46,11 +48,14 @@ STYLE = """
 .ka-explain .token.active { background: #fdd0a2; }
 .ka-explain .token.strongest { outline: 2px solid #e6550d; }
 .ka-explain .status { min-height: 20px; font-family: ui-monospace, monospace; margin: 4px 0; }
+.ka-explain table.strongest td, .ka-explain table.strongest th { padding: 0 8px; text-align: left; }
 """
 
 SCRIPT = r"""
 (function () {
   const root = document.getElementById("__ROOT__");
+  root.querySelector(".interactive").hidden = false;  // scripts run: the explorer replaces the static table
+  root.querySelector(".static").hidden = true;
   const data = JSON.parse(root.querySelector("script.ka-data").textContent);
   const VIRIDIS = [[68,1,84],[72,40,120],[62,74,137],[49,104,142],[38,130,142],
                    [31,158,137],[53,183,121],[109,205,89],[180,222,44],[253,231,37]];
@@ -223,6 +228,28 @@ def page_data(found):
     }
 
 
+def strongest_alignments(sentence):
+    """`[(output piece, source piece, weight)]`: the source piece each output piece attends to most, in the
+    cross-attention of the last layer, mean of the heads (an RNN's alignment)."""
+    weights = np.asarray(sentence.weights["cross"][-1], "float64").mean(axis=0)  # (T, S)
+    best = weights.argmax(axis=-1)
+    return [(token, sentence.source_tokens[j], float(row[j]))
+            for token, row, j in zip(sentence.target_tokens, weights, best)]
+
+
+def render_static(found):
+    """What a viewer without scripts shows: each sentence, its translation and `strongest_alignments`."""
+    parts = ['<div class="static"><p>The source piece each output piece attends to most (last layer, mean of '
+             "the heads). The interactive explorer needs a viewer that runs scripts.</p>"]
+    for s in found:
+        rows = "".join(f"<tr><td>{html.escape(out)}</td><td>{html.escape(src)}</td><td>{weight:.2f}</td></tr>"
+                       for out, src, weight in strongest_alignments(s))
+        parts.append(f"<p><b>Source:</b> {html.escape(s.source)}<br><b>Translation:</b> "
+                     f"{html.escape(s.translation)}</p>\n<table class=\"strongest\"><tr><th>output piece</th>"
+                     f"<th>attends most to</th><th>weight</th></tr>{rows}</table>")
+    return "\n".join(parts) + "</div>"
+
+
 def render_fragment(found, title="Attention explorer"):
     """An HTML fragment (for Jupyter): the page's body, its style and script scoped to one `div`."""
     root = f"ka-explain-{uuid.uuid4().hex[:10]}"
@@ -238,6 +265,8 @@ def render_fragment(found, title="Attention explorer"):
     return f"""<div class="ka-explain" id="{root}">
 <style>{STYLE}</style>
 <h2>{html.escape(title)}</h2>
+{render_static(found)}
+<div class="interactive" hidden>
 <p><b>Source:</b> <span class="source"></span><br><b>Translation:</b> <span class="translation"></span></p>
 <p class="note" hidden>This sentence was longer than the model's maximum and was truncated: only its first
 pieces were translated and are shown.</p>
@@ -252,6 +281,7 @@ pieces were translated and are shown.</p>
 <div><h3>Weights</h3><p>Rows: queries; columns: keys. Colour: weight / the largest in the map.</p>
 <table class="heatmap"></table></div>
 <div><h3>Head view</h3><p>Hover or focus a query token on the left.</p><div class="headview"></div></div>
+</div>
 </div>
 <script type="application/json" class="ka-data">{payload}</script>
 <script>{SCRIPT.replace("__ROOT__", root)}</script>

@@ -33,6 +33,10 @@ def _open(browser, page, folder, name):
     browser.get(path.as_uri())
     WebDriverWait(browser, 20).until(
         lambda d: d.execute_script("return document.querySelector('.ka-explain').dataset.ready") == "true")
+    # The script replaced the static fallback with the explorer.
+    assert browser.execute_script(
+        "return ['.static', '.interactive'].map(s => document.querySelector('.ka-explain ' + s).hidden)") == [
+        True, False]
     return path
 
 

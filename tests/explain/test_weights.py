@@ -121,3 +121,26 @@ def test_save_needs_an_existing_folder(tokenizers, tmp_path):
     text = open(path, encoding="utf-8").read()
     assert text.startswith("<!DOCTYPE html>") and "http://" not in text.replace("http://www.w3.org/2000/svg", "")
     assert page._repr_html_().startswith('<div class="ka-explain"')
+
+
+@pytest.mark.parametrize("kind", ["transformer", "luong"])
+def test_without_scripts_the_page_shows_the_strongest_alignments(tokenizers, kind):
+    """The fallback a viewer that strips scripts shows: for each output piece, the source piece of largest
+    weight in the last layer's mean of the heads; the interactive part stays hidden until its script runs."""
+    import html
+    import re
+
+    page = explain(make_translator(tokenizers, kind), SENTENCES)
+    fragment = page._repr_html_()
+    static = fragment[fragment.index('<div class="static">'):fragment.index('<div class="interactive" hidden>')]
+    tables = re.findall(r'<table class="strongest">(.*?)</table>', static, re.S)
+    assert len(tables) == len(SENTENCES)
+    for sentence, table in zip(page.sentences, tables):
+        mean = sentence.weights["cross"][-1].mean(axis=0)  # (T, S), by NumPy
+        expected = [(out, sentence.source_tokens[row.argmax()], f"{row.max():.2f}")
+                    for out, row in zip(sentence.target_tokens, mean)]
+        rows = [tuple(html.unescape(cell) for cell in cells)
+                for cells in re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td></tr>", table)]
+        assert rows == expected
+        assert f"{sentence.source} -> {sentence.translation}" in repr(page)
+    assert 'root.querySelector(".static").hidden = true' in fragment
