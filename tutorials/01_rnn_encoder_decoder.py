@@ -419,9 +419,12 @@ _common.result(f"BLEU {overall['bleu_lowercase']:.1f} (lower-cased, greedy, {len
 # <details><summary>2. One vector, whatever the length</summary>
 #
 # ```python
+# shapes = {}
 # for length in (5, 60):
 #     _, constants = model.encode(keras.ops.ones((1, length), "int32"))
-#     print(length, tuple(constants["summary"].shape))
+#     shapes[length] = tuple(constants["summary"].shape)
+#     print(length, shapes[length])
+# assert shapes[5] == shapes[60]
 # ```
 # Both print `(1, units)`: the encoder states grow with the source, the summary does not.
 # </details>

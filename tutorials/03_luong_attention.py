@@ -25,6 +25,8 @@
 # * Luong's three scores (`dot`, `general`, `concat`) and which decoder state asks;
 # * input feeding and the attentional hidden state $\tilde h_t = \tanh(W_c [c_t; h_t])$;
 # * global against local (local-p) attention, and soft against hard attention;
+# * the decoder step with input feeding written as a small Keras layer, and checked against the
+#   library's model;
 # * how a Luong model trains next to the models of tutorials 01 and 02.
 #
 # **What you need**: tutorials 01 and 02 (their trained models are reused from the cache when
@@ -37,7 +39,7 @@ import numpy as np
 
 import _common
 from _common import figure_path
-from keras_attention import evaluate_bleu, layers
+from keras_attention import evaluate_bleu, layers, models
 from keras_attention.explain import explain
 from keras_attention.explain.plotting import plot_attention
 
@@ -192,14 +194,112 @@ for kind, (_, scores) in results.items():
 _common.result(f"BLEU {results['luong'][1]['bleu_lowercase']:.1f} (Luong, lower-cased, greedy, "
                f"{len(test_pairs)} test sentences)")
 
+# %% [markdown]
+# ## The decoder, written out
+#
+# `Seq2SeqRNN(attention="luong")` runs this decoder inside its recurrence; here it is by
+# hand. One step is a small Keras layer, in Luong's order: the GRU cell runs first, on
+# the previous word and the previous attentional state (input feeding), $h_t =
+# f(h_{t-1}, [y_{t-1}; \tilde h_{t-1}])$; then $h_t$ asks the `general` score for the
+# context $c_t$; then $\tilde h_t = \tanh(W_c [c_t; h_t])$, which the output layer reads
+# and the next step is fed. The encoder and the `tanh` layer that makes the first state
+# are those of tutorial 02's model, and $\tilde h_0 = 0$. `keras.ops.scan` runs the step
+# over the target positions, carrying $(h_t, \tilde h_t)$ and stacking them.
+
+# %%
+class LuongDecoderStep(keras.layers.Layer):
+    """One decoder step with input feeding: h_t from [y_{t-1}; h~_{t-1}], c_t from h_t, h~_t = tanh(W_c [c_t; h_t])."""
+
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.cell = keras.layers.GRUCell(units)
+        self.attention = layers.LuongAttention(score="general", scaled=True, units=units)
+        self.combine = keras.layers.Dense(units, activation="tanh", use_bias=False)  # W_c
+
+    def call(self, previous_state, previous_attentional, previous_word, encoder_states, source_mask):
+        cell_input = keras.ops.concatenate([previous_word, previous_attentional], -1)  # input feeding
+        state, _ = self.cell(cell_input, [previous_state])  # h_t (B, units)
+        context, weights = self.attention(state, encoder_states, value_mask=source_mask,
+                                          return_attention_scores=True)  # c_t (B, 2 x units), a_t (B, S)
+        attentional = self.combine(keras.ops.concatenate([context, state], -1))  # h~_t (B, units)
+        return state, attentional, weights
+
+
+class HandmadeLuong(keras.Model):
+    """Luong et al.'s global-attention encoder-decoder with input feeding, with the decoder step above."""
+
+    def __init__(self, source_vocab, target_vocab, embedding_dim, units, dropout, **kwargs):
+        super().__init__(**kwargs)
+        start = keras.initializers.RandomNormal(stddev=1.0)
+        self.source_embedding = keras.layers.Embedding(source_vocab, embedding_dim, embeddings_initializer=start)
+        self.target_embedding = keras.layers.Embedding(target_vocab, embedding_dim, embeddings_initializer=start)
+        self.encoder = keras.layers.Bidirectional(keras.layers.GRU(units, return_sequences=True, return_state=True))
+        self.bridge = keras.layers.Dense(units, activation="tanh")  # h_0 from the encoder's last states
+        self.step = LuongDecoderStep(units)
+        self.dropout = keras.layers.Dropout(dropout)
+        self.output_layer = keras.layers.Dense(target_vocab)
+
+    def call(self, inputs, training=None):
+        source_ids, target_in = inputs  # (B, S), (B, T)
+        source_mask = keras.ops.not_equal(source_ids, 0)
+        x = self.dropout(self.source_embedding(source_ids), training=training)
+        encoder_states, forward, backward = self.encoder(x, mask=source_mask, training=training)  # (B, S, 2 x units)
+        state = self.bridge(keras.ops.concatenate([forward, backward], -1))  # h_0: (B, units)
+        attentional = keras.ops.zeros_like(state)  # h~_0
+        words = self.dropout(self.target_embedding(target_in), training=training)  # y_{t-1}: (B, T, E)
+        if not self.step.built:  # the step's weights are made once, outside the loop
+            self.step(state, attentional, words[:, 0], encoder_states, source_mask)
+
+        def one_step(carry, word):  # carry: (h_{t-1}, h~_{t-1})
+            state, attentional, _ = self.step(*carry, word, encoder_states, source_mask)
+            return (state, attentional), (state, attentional)  # scan stacks what each step returns
+
+        steps = keras.ops.transpose(words, (1, 0, 2))  # (T, B, E): scan runs over time
+        _, (_, attentional) = keras.ops.scan(one_step, (state, attentional), steps)  # (T, B, units)
+        attentional = keras.ops.transpose(attentional, (1, 0, 2))  # (B, T, units)
+        return self.output_layer(self.dropout(attentional, training=training))  # (B, T, V) logits
+
+vocabularies = (translation_data.source_tokenizer.vocab_size, translation_data.target_tokenizer.vocab_size)
+handmade = HandmadeLuong(*vocabularies, **_common.SETTINGS.rnn)
+(source_ids, target_in), _ = next(iter(translation_data.train_batches))
+print("source:", tuple(source_ids.shape), " target in:", tuple(target_in.shape),
+      " logits:", tuple(handmade((source_ids, target_in)).shape))
+steps = 4 if _common.QUICK else 50
+_common.compile_translation_model(handmade, "luong", steps, epochs=2)  # the other models' recipe
+history = handmade.fit(translation_data.train_batches.repeat(), steps_per_epoch=steps, epochs=2, verbose=0)
+print(f"loss after {steps} and {2 * steps} batches:", [round(x, 3) for x in history.history["loss"]])
+
+# %% [markdown]
+# Trained briefly, its loss falls. `Seq2SeqRNN(attention="luong")` is this model: given
+# its weights, layer by layer, it computes the same logits.
+
+# %%
+model = models.Seq2SeqRNN(*vocabularies, attention="luong", **_common.SETTINGS.rnn)
+model((source_ids, target_in))  # create its weights
+pairs = [(handmade.source_embedding, model.source_embedding), (handmade.target_embedding, model.target_embedding),
+         (handmade.encoder, model.encoder), (handmade.bridge, model.bridges[0]),
+         (handmade.step.cell, model.decoder_cell), (handmade.step.attention, model.attention_layer),
+         (handmade.step.combine, model.luong_combine), (handmade.output_layer, model.output_projection)]
+for ours_layer, library_layer in pairs:
+    library_layer.set_weights(ours_layer.get_weights())
+difference = np.abs(np.array(handmade((source_ids, target_in))) - np.array(model((source_ids, target_in)))).max()
+print(f"parameters: handmade {handmade.count_params():,}, Seq2SeqRNN {model.count_params():,}; "
+      f"largest logit difference on a batch: {difference:.1e}")
+assert handmade.count_params() == model.count_params() and difference < 1e-4
+
+# %% [markdown]
+# ## The trained model's alignment
+#
+# The Luong model trained above (with the library), on a test sentence:
+
 # %%
 translator = results["luong"][0]
 sentence = test_pairs[3][0]
 result = translator.translate([sentence], return_attention=True)
 print("source:", sentence, "\noutput:", result.texts[0])
 print("attention:", result.attention.shape, " (sentences, max output length, source length)")
-plot_attention(result.attention[0], result.source_tokens[0], result.target_tokens[0],
-               path=figure_path("03_alignment.png"), title="Luong attention (general, global)")
+figure = plot_attention(result.attention[0], result.source_tokens[0], result.target_tokens[0],
+                        path=figure_path("03_alignment.png"), title="Luong attention (general, global)")
 
 # %% [markdown]
 # The same alignment on an interactive page (tutorial 02 introduced it): hover a word
@@ -239,6 +339,8 @@ explain(translator, [sentence])
 #   a Gaussian around it; it stays differentiable.
 # * Soft attention's context is the expected value of hard attention's sampled context (the
 #   averages of many samples approach it).
+# * The decoder step with input feeding is a small layer: a GRU cell on $[y_{t-1}; \tilde h_{t-1}]$,
+#   the context from $h_t$, then $\tilde h_t$; `Seq2SeqRNN` with the same weights gives the same logits.
 #
 # ## Exercises
 #
@@ -266,6 +368,7 @@ explain(translator, [sentence])
 # _, w_dot = luong["dot"](decoder_states, encoder_states, return_attention_scores=True)
 # _, w_general = luong["general"](decoder_states, encoder_states, return_attention_scores=True)
 # print(np.abs(w_dot.numpy() - w_general.numpy()).max())  # 0, up to float rounding
+# assert np.allclose(w_dot.numpy(), w_general.numpy(), atol=1e-6)
 # ```
 # $h_t^\top I \bar h_s = h_t^\top \bar h_s$.
 # </details>

@@ -244,6 +244,7 @@ print("rows sum to one in every head:", np.allclose(weights.numpy().sum(-1), 1.0
 # attention.query_dense.kernel.assign(kernel)
 # _, weights = attention(x, x, return_attention_scores=True)
 # print(weights.numpy()[0, 0].round(3))  # 1/7 everywhere
+# assert np.allclose(weights.numpy()[0, 0], 1 / 7, atol=1e-3)
 # ```
 # Head 0's queries are now its bias, which starts at zero, so every score is 0 and every
 # weight $1/7$. The other heads have their own kernels and do not change.
@@ -256,6 +257,7 @@ print("rows sum to one in every head:", np.allclose(weights.numpy().sum(-1), 1.0
 #     layer = layers.MultiHeadAttention(num_heads=h, key_dim=32 // h)
 #     layer(x, x)
 #     print(h, layer.count_params())  # 4 * (32 * 32 + 32) = 4,224 each time
+#     assert layer.count_params() == 4 * (32 * 32 + 32)
 # ```
 # The four projections map 32 features to $h \times 32/h = 32$ features whatever $h$ is; the
 # heads only decide how those features are grouped for the softmax.

@@ -88,7 +88,7 @@ formula = np.zeros((length, d_model))
 formula[:, 0::2], formula[:, 1::2] = np.sin(angles), np.cos(angles)
 print("max |formula - layer| =", np.abs(formula - table.numpy()[0]).max())
 
-plot_position_encoding(table[0], path=figure_path("07_position_encoding.png"))
+figure = plot_position_encoding(table[0], path=figure_path("07_position_encoding.png"))
 
 # %% [markdown]
 # In the heat map each row is a position and each column a feature. On the left the
@@ -225,5 +225,6 @@ print("with positions, max |encoder(shuffled) - shuffled(encoder)| =",
 # pe_0 = np.tile([0.0, 1.0], 8)  # sin(0), cos(0) for each of the 8 pairs
 # token = embedding.token_embedding.embeddings.numpy()[12]
 # print(np.abs((vector - pe_0) - 4.0 * token).max())  # sqrt(16) = 4; ~0
+# assert np.allclose(vector - pe_0, 4.0 * token, atol=1e-5)
 # ```
 # </details>

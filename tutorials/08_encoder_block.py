@@ -62,7 +62,7 @@ print("input:", tuple(x.shape), " output:", tuple(y.shape), " self-attention:", 
       " (batch, heads, queries, keys)")
 print("weight on padded keys (second sentence):", float(keras.ops.max(scores[1, :, :, 6:])))
 tokens = [f"t{i}" for i in range(6)] + ["[PAD]"] * 4
-plot_attention_heads(scores[1], tokens, tokens, path=figure_path("08_encoder_heads.png"))
+figure = plot_attention_heads(scores[1], tokens, tokens, path=figure_path("08_encoder_heads.png"))
 
 # %% [markdown]
 # ## The two sub-layers, by hand
@@ -236,6 +236,7 @@ print(f"parameters: layer {base_block.count_params():,}, formula {formula:,}; "
 # h = x + a
 # by_hand = h + pre.feedforward_output(pre.feedforward_intermediate(pre.feedforward_norm(h)))
 # print(float(keras.ops.max(keras.ops.abs(by_hand - y_pre))))  # ~1e-6
+# assert np.allclose(by_hand, y_pre, atol=1e-5)
 # ```
 # </details>
 #
@@ -247,6 +248,7 @@ print(f"parameters: layer {base_block.count_params():,}, formula {formula:,}; "
 # small = layers.TransformerEncoder(num_heads=4, intermediate_dim=1024)
 # small.build((None, None, 256))
 # print(small.count_params())  # 789760
+# assert small.count_params() == 789_760
 # ```
 # </details>
 #

@@ -215,8 +215,8 @@ print("weight on padded source positions:", float(keras.ops.max(cross[0, :, :, s
 source_tokens = [translation_data.source_tokenizer.vocabulary[i] for i in src[0, :s_len].numpy()]
 t_len = int(np.sum(real[0]))
 target_tokens = [tokens[i] for i in tgt[0, :t_len].numpy()]
-plot_attention_heads(cross[0].numpy()[:, :t_len, :s_len], source_tokens, target_tokens,
-                     path=figure_path("09_cross_attention.png"))
+figure = plot_attention_heads(cross[0].numpy()[:, :t_len, :s_len], source_tokens, target_tokens,
+                              path=figure_path("09_cross_attention.png"))
 
 # %% [markdown]
 # The model is untrained, so these maps are nearly flat; after training (tutorial 10)
@@ -274,7 +274,9 @@ explain(untrained, [translation_data.test_pairs[0][0]])
 # changed[0, 3] += 1.0
 # before = attention(x, x)
 # after = attention(changed, changed)
-# print(np.abs(before.numpy() - after.numpy()).max(-1)[0])  # every position moves
+# moved = np.abs(before.numpy() - after.numpy()).max(-1)[0]
+# print(moved)
+# assert (moved > 0).all()  # every position moves
 # ```
 # Without the mask every query reads position 3, so positions 0 to 2 change too; with
 # `use_causal_mask=True` they would not.

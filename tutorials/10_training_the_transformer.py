@@ -203,7 +203,7 @@ history = handmade.fit(translation_data.train_batches.repeat(), steps_per_epoch=
                        epochs=SETTINGS.transformer_epochs, verbose=2)  # repeated: tutorial 01 says why
 history = dict(history.history, train_seconds=round(time.time() - started, 1))
 print(f"{SETTINGS.transformer_epochs} epoch(s) in {history['train_seconds']:.0f} s on {_common.device_name()}")
-plot_history(history, metrics=("loss", "token_accuracy"), path=figure_path("10_history.png"))
+figure = plot_history(history, metrics=("loss", "token_accuracy"), path=figure_path("10_history.png"))
 
 # %% [markdown]
 # `models.Transformer` is this model, with what translation needs on top: step-by-step
@@ -234,7 +234,7 @@ _common.keep_translator("transformer", translator, history)
 # decoder block's cross-attention reads.
 
 # %%
-plot_transformer(model, path=figure_path("10_architecture.png"))
+figure = plot_transformer(model, path=figure_path("10_architecture.png"))
 
 # %% [markdown]
 # ## Greedy decoding and beam search
@@ -446,6 +446,7 @@ rows = _common.compare_models(translation_data, test_pairs, (translator, history
 # greedy = evaluate_bleu(translator, test_pairs[:100])
 # beam_1 = evaluate_bleu(translator, test_pairs[:100], method="beam", beam_size=1)
 # print(greedy["hypotheses"] == beam_1["hypotheses"])
+# assert greedy["hypotheses"] == beam_1["hypotheses"]
 # ```
 # The same translations: with one hypothesis, each step keeps the best extension of the only
 # candidate, which is greedy decoding, and the length penalty cannot reorder a single

@@ -255,6 +255,7 @@ shutil.rmtree(workdir)  # the export was only for this tutorial
 # long_sentence = " ".join(["a dog runs on the beach"] * limit)  # 6 words a repeat: far over the limit
 # out = signature(sentences=tf.constant([long_sentence]))
 # print(limit, out["truncated"].numpy())  # 128 [ True]
+# assert out["truncated"].numpy().all()
 # ```
 # The source is cut to the maximum length before translation, and the flag tells the client
 # so. Size the sentence from the limit rather than by eye: 20 repeats of the sentence are

@@ -1,5 +1,6 @@
-"""Every tutorial runs as a script in QUICK mode and writes its figures, and every
-committed notebook holds the same cells as its script.
+"""Every tutorial runs as a script in QUICK mode and writes its figures, the code of
+its exercise solutions runs after it, and every committed notebook holds the same
+cells as its script.
 
 The tutorials run one after another in one Python process started for them
 (`runpy`, as `python NN_name.py` runs a script; TensorFlow is imported once, and
@@ -59,22 +60,31 @@ def test_every_tutorial_is_listed():
     assert [s.stem for s in SCRIPTS] == sorted(FIGURES)
 
 
-# Reads a script name a line, runs it as __main__, prints "RESULT {json}" with its output and whether it ended well.
+# Reads a job a line ({"script": name, "solutions": [code, ...]}), runs the script as __main__, then each
+# solution in a copy of the script's globals (as a reader runs it after the last cell), and prints
+# "RESULT {json}": whether each ended well, and what it printed.
 _RUNNER = r"""
 import contextlib, io, json, runpy, sys, traceback
 sys.path.insert(0, ".")
-for line in sys.stdin:
-    out, ok = io.StringIO(), True
+
+def run(code):
+    out, ok, scope = io.StringIO(), True, None
     try:
         with contextlib.redirect_stdout(out):
-            runpy.run_path(line.strip(), run_name="__main__")
+            scope = code()
     except BaseException:
         ok = False
         out.write(traceback.format_exc())
+    return {"ok": ok, "output": out.getvalue()}, scope
+
+for line in sys.stdin:
+    job = json.loads(line)
+    result, scope = run(lambda: runpy.run_path(job["script"], run_name="__main__"))
+    result["solutions"] = [run(lambda: exec(code, dict(scope)))[0] for code in job["solutions"]] if scope else []
     import keras, matplotlib.pyplot as plt
     keras.config.set_dtype_policy("float32")
     plt.close("all")
-    print("RESULT " + json.dumps({"ok": ok, "output": out.getvalue()}), flush=True)
+    print("RESULT " + json.dumps(result), flush=True)
 """
 OWN_PROCESS = {"11_distributed_training"}  # sets up logical devices before TensorFlow starts
 
@@ -102,9 +112,17 @@ def runner(quick_env):
     process.wait(timeout=60)
 
 
+def solutions(script):
+    """The Python code blocks of a tutorial's "Solutions" section, in order."""
+    text = script.read_text(encoding="utf-8")
+    closing = text[text.index("# ## Solutions"):]
+    prose = "\n".join(re.sub(r"^# ?", "", line) for line in closing.splitlines())
+    return re.findall(r"```python\n(.*?)```", prose, re.S)
+
+
 def _run_in(runner, script):
-    """(ok, output) of `script` run by the runner process (with what it wrote to stderr before it)."""
-    runner.stdin.write(script.name + "\n")
+    """The runner's result for `script` and its solutions (with what it wrote to stderr before it)."""
+    runner.stdin.write(json.dumps({"script": script.name, "solutions": solutions(script)}) + "\n")
     runner.stdin.flush()
     stderr = []
     while True:
@@ -116,24 +134,42 @@ def _run_in(runner, script):
             stderr.append(line)
             continue
         result = json.loads(line[len("RESULT "):])
-        return result["ok"], result["output"] + "".join(stderr)
+        result["output"] += "".join(stderr)
+        return result
 
 
 @pytest.mark.xdist_group("tutorials")
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
 def test_tutorial_runs_in_quick_mode(script, quick_env, runner):
+    """The tutorial runs, writes its figures, and then each exercise solution's code runs after it."""
     if script.stem in OWN_PROCESS:
-        done = subprocess.run([sys.executable, "-u", script.name], cwd=TUTORIALS, env=quick_env,
-                              capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
-        ok, output = done.returncode == 0, done.stdout + done.stderr
+        with subprocess.Popen([sys.executable, "-u", "-c", _RUNNER], cwd=TUTORIALS, env=quick_env, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as own:
+            result = _run_in(own, script)
+            own.stdin.close()
     else:
-        ok, output = _run_in(runner, script)
-    assert ok, f"{script.name} failed:\n{output[-6000:]}"
-    assert "mode: QUICK" in output
+        result = _run_in(runner, script)
+    assert result["ok"], f"{script.name} failed:\n{result['output'][-6000:]}"
+    assert "mode: QUICK" in result["output"]
     figures = pathlib.Path(quick_env["TUTORIAL_OUTPUT_DIR"])
     for name in FIGURES[script.stem]:
         path = figures / name
         assert path.is_file() and path.stat().st_size > 1000, f"{script.name} did not write {name}"
+    failed = [f"solution {i}:\n{run['output'][-3000:]}"
+              for i, run in enumerate(result["solutions"], 1) if not run["ok"]]
+    assert failed == [] and len(result["solutions"]) == len(solutions(script)), f"{script.name}: {failed}"
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_each_figure_is_shown_once_and_each_explorer_has_its_fallback(script):
+    """No image twice in a notebook's outputs (a plot function's Figure as the last line of a cell shows
+    twice), and every explorer output carries the table a viewer without scripts shows."""
+    notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
+    outputs = [output.get("data", {}) for cell in notebook.cells for output in cell.get("outputs", [])]
+    images = [data["image/png"] for data in outputs if "image/png" in data]
+    explorers = [data["text/html"] for data in outputs if 'class="ka-explain"' in data.get("text/html", "")]
+    assert len(images) == len(set(images)), f"{script.name}: {len(images) - len(set(images))} image(s) twice"
+    assert all('<table class="strongest">' in page for page in explorers), script.name
 
 
 def _cells(notebook):
