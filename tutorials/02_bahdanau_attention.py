@@ -25,10 +25,10 @@
 # * Bahdanau's alignment model, $e_{ij} = v^\top \tanh(W s_{i-1} + U h_j)$, and the context vector
 #   it gives each output word;
 # * how to check a layer against the formula in NumPy, masks included;
-# * the decoder step $s_i = f(s_{i-1}, y_{i-1}, c_i)$ written as a small Keras layer, and checked
-#   against the library's model;
 # * how to read an alignment heat map;
-# * what attention changes in BLEU, sentence length by sentence length.
+# * what attention changes in BLEU, sentence length by sentence length;
+# * the decoder step $s_i = f(s_{i-1}, y_{i-1}, c_i)$ written as a small Keras layer, and checked
+#   against the library's model.
 #
 # **What you need**: tutorial 01 (the data, the tokenizers, the fixed-vector model; its trained
 # model is reused from the cache when 01 has run with the same settings).
@@ -129,104 +129,6 @@ print(f"parameters: fixed vector {baseline.model.count_params():,}, "
       f"Bahdanau {translator.model.count_params():,}")
 
 # %% [markdown]
-# ## The decoder, written out
-#
-# `Seq2SeqRNN(attention="bahdanau")` runs the paper's decoder inside its recurrence; here
-# it is by hand. One step is a small Keras layer: the alignment model reads the previous
-# state $s_{i-1}$ and gives the context $c_i$, then a GRU cell makes the new state from
-# the previous word and the context, $s_i = f(s_{i-1}, y_{i-1}, c_i)$. The output layer
-# reads $[s_i; c_i; y_{i-1}]$, the paper's deep output (appendix A.2.2) without its maxout
-# layer. Around the step: the bidirectional GRU encoder, and a `tanh` layer that makes
-# $s_0$ from the encoder's two last states (the paper uses the backward one).
-# `keras.ops.scan` runs the step over the target positions, carrying the state (and
-# the features, which it stacks into the output).
-
-# %%
-class BahdanauDecoderStep(keras.layers.Layer):
-    """One decoder step: c_i from s_{i-1}, then s_i = GRU([y_{i-1}; c_i], s_{i-1})."""
-
-    def __init__(self, units, **kwargs):
-        super().__init__(**kwargs)
-        self.attention = layers.BahdanauAttention(units)
-        self.cell = keras.layers.GRUCell(units)
-
-    def call(self, previous_state, previous_word, annotations, source_mask):
-        context, weights = self.attention(previous_state, annotations, value_mask=source_mask,
-                                          return_attention_scores=True)  # c_i (B, 2 x units), alpha_i (B, S)
-        state, _ = self.cell(keras.ops.concatenate([previous_word, context], -1), [previous_state])  # s_i (B, units)
-        return state, context, weights
-
-
-class HandmadeBahdanau(keras.Model):
-    """Bahdanau et al.'s encoder-decoder, with the decoder step above."""
-
-    def __init__(self, source_vocab, target_vocab, embedding_dim, units, dropout, **kwargs):
-        super().__init__(**kwargs)
-        start = keras.initializers.RandomNormal(stddev=1.0)
-        self.source_embedding = keras.layers.Embedding(source_vocab, embedding_dim, embeddings_initializer=start)
-        self.target_embedding = keras.layers.Embedding(target_vocab, embedding_dim, embeddings_initializer=start)
-        self.encoder = keras.layers.Bidirectional(keras.layers.GRU(units, return_sequences=True, return_state=True))
-        self.bridge = keras.layers.Dense(units, activation="tanh")  # s_0 from the encoder's last states
-        self.step = BahdanauDecoderStep(units)
-        self.dropout = keras.layers.Dropout(dropout)
-        self.output_layer = keras.layers.Dense(target_vocab)
-        self.features_size = units + 2 * units + embedding_dim  # [s_i; c_i; y_{i-1}]
-
-    def call(self, inputs, training=None):
-        source_ids, target_in = inputs  # (B, S), (B, T)
-        source_mask = keras.ops.not_equal(source_ids, 0)
-        x = self.dropout(self.source_embedding(source_ids), training=training)
-        annotations, forward, backward = self.encoder(x, mask=source_mask, training=training)  # h_j: (B, S, 2 x units)
-        state = self.bridge(keras.ops.concatenate([forward, backward], -1))  # s_0: (B, units)
-        words = self.dropout(self.target_embedding(target_in), training=training)  # y_{i-1}: (B, T, E)
-        if not self.step.built:  # the step's weights are made once, outside the loop
-            self.step(state, words[:, 0], annotations, source_mask)
-
-        def one_step(carry, word):  # carry: (s_{i-1}, the previous step's features)
-            state, context, _ = self.step(carry[0], word, annotations, source_mask)
-            carry = (state, keras.ops.concatenate([state, context, word], -1))  # features: [s_i; c_i; y_{i-1}]
-            return carry, carry  # scan stacks what each step returns: (T, B, ...)
-
-        features = keras.ops.zeros((keras.ops.shape(state)[0], self.features_size), state.dtype)
-        _, (_, features) = keras.ops.scan(one_step, (state, features), keras.ops.transpose(words, (1, 0, 2)))
-        features = keras.ops.transpose(features, (1, 0, 2))  # (B, T, units + 2 x units + E)
-        return self.output_layer(self.dropout(features, training=training))  # (B, T, V) logits
-
-vocabularies = (translation_data.source_tokenizer.vocab_size, translation_data.target_tokenizer.vocab_size)
-handmade = HandmadeBahdanau(*vocabularies, **_common.SETTINGS.rnn)
-(source_ids, target_in), _ = next(iter(translation_data.train_batches))
-print("source:", tuple(source_ids.shape), " target in:", tuple(target_in.shape),
-      " logits:", tuple(handmade((source_ids, target_in)).shape))
-
-# %% [markdown]
-# Trained briefly, with the optimizer, schedule and loss of the other models
-# (`_common.compile_translation_model`), its loss falls like theirs:
-
-# %%
-steps = 4 if _common.QUICK else 50
-_common.compile_translation_model(handmade, "bahdanau", steps, epochs=2)
-history = handmade.fit(translation_data.train_batches.repeat(), steps_per_epoch=steps, epochs=2, verbose=0)
-print(f"loss after {steps} and {2 * steps} batches:", [round(x, 3) for x in history.history["loss"]])
-
-# %% [markdown]
-# `Seq2SeqRNN(attention="bahdanau")` is this model. Given its weights, layer by layer, it
-# computes the same logits:
-
-# %%
-model = models.Seq2SeqRNN(*vocabularies, attention="bahdanau", **_common.SETTINGS.rnn)
-model((source_ids, target_in))  # create its weights
-pairs = [(handmade.source_embedding, model.source_embedding), (handmade.target_embedding, model.target_embedding),
-         (handmade.encoder, model.encoder), (handmade.bridge, model.bridges[0]),
-         (handmade.step.attention, model.attention_layer), (handmade.step.cell, model.decoder_cell),
-         (handmade.output_layer, model.output_projection)]
-for ours_layer, library_layer in pairs:
-    library_layer.set_weights(ours_layer.get_weights())
-difference = np.abs(np.array(handmade((source_ids, target_in))) - np.array(model((source_ids, target_in)))).max()
-print(f"parameters: handmade {handmade.count_params():,}, Seq2SeqRNN {model.count_params():,}; "
-      f"largest logit difference on a batch: {difference:.1e}")
-assert handmade.count_params() == model.count_params() and difference < 1e-4
-
-# %% [markdown]
 # ## BLEU by source length, with and without attention
 #
 # Both models are scored on each length bucket of the test set, as in tutorial 01. The
@@ -322,7 +224,113 @@ explain(translator, examples)
 # words and found the fixed-vector model's BLEU falling steadily with sentence length
 # while their attention model held up much better (their figure 2). The attention
 # decoder looks a word up when it needs it instead of recovering it from one vector.
+
+# %% [markdown]
+# ## The decoder, written out
 #
+# `Seq2SeqRNN(attention="bahdanau")`, trained above, runs the paper's decoder inside its
+# recurrence; here it is by hand. One step is a small Keras layer: the alignment model reads the previous
+# state $s_{i-1}$ and gives the context $c_i$, then a GRU cell makes the new state from
+# the previous word and the context, $s_i = f(s_{i-1}, y_{i-1}, c_i)$. The output layer
+# reads $[s_i; c_i; y_{i-1}]$, the paper's $g(y_{i-1}, s_i, c_i)$ (equation 4; its appendix
+# A.2.2 reads $s_{i-1}$ there and adds a maxout layer, both left out here). Around the step:
+# the bidirectional GRU encoder, and a `tanh` layer that makes $s_0$ from the encoder's
+# final forward and backward states (the paper uses the backward one).
+# `keras.ops.scan` runs the step over the target positions, carrying the state (and
+# the features, which it stacks into the output).
+
+# %%
+class BahdanauDecoderStep(keras.layers.Layer):
+    """One decoder step: c_i from s_{i-1}, then s_i = GRU([y_{i-1}; c_i], s_{i-1})."""
+
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.attention = layers.BahdanauAttention(units)
+        self.cell = keras.layers.GRUCell(units)
+
+    def call(self, previous_state, previous_word, annotations, source_mask):
+        context, weights = self.attention(previous_state, annotations, value_mask=source_mask,
+                                          return_attention_scores=True)  # c_i (B, 2 x units), alpha_i (B, S)
+        state, _ = self.cell(keras.ops.concatenate([previous_word, context], -1), [previous_state])  # s_i (B, units)
+        return state, context, weights
+
+
+class HandmadeBahdanau(keras.Model):
+    """Bahdanau et al.'s encoder-decoder, with the decoder step above."""
+
+    def __init__(self, source_vocab, target_vocab, embedding_dim, units, dropout, **kwargs):
+        super().__init__(**kwargs)
+        start = keras.initializers.RandomNormal(stddev=1.0)
+        self.source_embedding = keras.layers.Embedding(source_vocab, embedding_dim, embeddings_initializer=start)
+        self.target_embedding = keras.layers.Embedding(target_vocab, embedding_dim, embeddings_initializer=start)
+        self.encoder = keras.layers.Bidirectional(keras.layers.GRU(units, return_sequences=True, return_state=True))
+        self.bridge = keras.layers.Dense(units, activation="tanh")  # s_0 from the encoder's last states
+        self.step = BahdanauDecoderStep(units)
+        self.dropout = keras.layers.Dropout(dropout)
+        self.output_layer = keras.layers.Dense(target_vocab)
+        self.features_size = units + 2 * units + embedding_dim  # [s_i; c_i; y_{i-1}]
+
+    def call(self, inputs, training=None):
+        source_ids, target_in = inputs  # (B, S), (B, T)
+        source_mask = keras.ops.not_equal(source_ids, 0)
+        x = self.dropout(self.source_embedding(source_ids), training=training)
+        annotations, forward, backward = self.encoder(x, mask=source_mask, training=training)  # h_j: (B, S, 2 x units)
+        state = self.bridge(keras.ops.concatenate([forward, backward], -1))  # s_0: (B, units)
+        words = self.dropout(self.target_embedding(target_in), training=training)  # y_{i-1}: (B, T, E)
+        if not self.step.built:  # no variable can be made inside scan's loop: one call outside makes them
+            self.step(state, words[:, 0], annotations, source_mask)
+
+        def one_step(carry, word):  # carry: (s_{i-1}, the previous step's features)
+            state, context, _ = self.step(carry[0], word, annotations, source_mask)
+            carry = (state, keras.ops.concatenate([state, context, word], -1))  # features: [s_i; c_i; y_{i-1}]
+            return carry, carry  # (carry for the next step, output to stack): the carries, over time
+
+        features = keras.ops.zeros((keras.ops.shape(state)[0], self.features_size), state.dtype)
+        _, (_, features) = keras.ops.scan(one_step, (state, features), keras.ops.transpose(words, (1, 0, 2)))
+        features = keras.ops.transpose(features, (1, 0, 2))  # (B, T, units + 2 x units + E)
+        return self.output_layer(self.dropout(features, training=training))  # (B, T, V) logits
+
+
+# %% [markdown]
+# Built on a batch of the training data:
+
+# %%
+vocabularies = (translation_data.source_tokenizer.vocab_size, translation_data.target_tokenizer.vocab_size)
+handmade = HandmadeBahdanau(*vocabularies, **_common.SETTINGS.rnn)
+(source_ids, target_in), _ = next(iter(translation_data.train_batches))
+print("source:", tuple(source_ids.shape), " target in:", tuple(target_in.shape),
+      " logits:", tuple(handmade((source_ids, target_in)).shape))
+
+# %% [markdown]
+# Trained briefly, with the optimizer, schedule and loss of the other models
+# (`_common.compile_translation_model`), its loss falls:
+
+# %%
+steps = 4 if _common.QUICK else 50
+_common.compile_translation_model(handmade, "bahdanau", steps, epochs=2)
+handmade_history = handmade.fit(translation_data.train_batches.repeat(), steps_per_epoch=steps, epochs=2, verbose=0)
+losses = [round(x, 3) for x in handmade_history.history["loss"]]
+print(f"mean loss over batches 1-{steps} and {steps + 1}-{2 * steps}:", losses)
+
+# %% [markdown]
+# `Seq2SeqRNN(attention="bahdanau")` is this model. Given its weights, layer by layer, it
+# computes the same logits:
+
+# %%
+model = models.Seq2SeqRNN(*vocabularies, attention="bahdanau", **_common.SETTINGS.rnn)
+model((source_ids, target_in))  # create its weights
+pairs = [(handmade.source_embedding, model.source_embedding), (handmade.target_embedding, model.target_embedding),
+         (handmade.encoder, model.encoder), (handmade.bridge, model.bridges[0]),
+         (handmade.step.attention, model.attention_layer), (handmade.step.cell, model.decoder_cell),
+         (handmade.output_layer, model.output_projection)]
+for ours_layer, library_layer in pairs:
+    library_layer.set_weights(ours_layer.get_weights())
+difference = np.abs(np.array(handmade((source_ids, target_in))) - np.array(model((source_ids, target_in)))).max()
+print(f"parameters: handmade {handmade.count_params():,}, Seq2SeqRNN {model.count_params():,}; "
+      f"largest logit difference on a batch: {difference:.1e}")
+assert handmade.count_params() == model.count_params() and difference < 1e-4
+
+# %% [markdown]
 # Tutorial 03 keeps the model and changes how the scores are computed.
 
 # %% [markdown]
@@ -334,13 +342,13 @@ explain(translator, examples)
 #   padding (the NumPy check shows the layer computes exactly the formula).
 # * Nobody tells the model which words correspond: the alignment is whatever helps the
 #   translation loss.
-# * The decoder step is a small layer: the context from $s_{i-1}$, then a GRU cell on
-#   $[y_{i-1}; c_i]$; `Seq2SeqRNN` with the same weights gives the same logits.
 # * The BLEU table compares the fixed-vector model and the attention model trained on the same
 #   data for the same epochs.
 # * Relative to its own shortest bucket, each model loses BLEU on long sentences; the bottleneck
 #   argument is that the fixed-vector model loses more (the last line printed under the chart
 #   says whether it did).
+# * The decoder step is a small layer: the context from $s_{i-1}$, then a GRU cell on
+#   $[y_{i-1}; c_i]$; `Seq2SeqRNN` with the same weights gives the same logits.
 #
 # ## Exercises
 #

@@ -25,9 +25,9 @@
 # * Luong's three scores (`dot`, `general`, `concat`) and which decoder state asks;
 # * input feeding and the attentional hidden state $\tilde h_t = \tanh(W_c [c_t; h_t])$;
 # * global against local (local-p) attention, and soft against hard attention;
+# * how a Luong model trains next to the models of tutorials 01 and 02;
 # * the decoder step with input feeding written as a small Keras layer, and checked against the
-#   library's model;
-# * how a Luong model trains next to the models of tutorials 01 and 02.
+#   library's model.
 #
 # **What you need**: tutorials 01 and 02 (their trained models are reused from the cache when
 # they have run with the same settings).
@@ -195,13 +195,51 @@ _common.result(f"BLEU {results['luong'][1]['bleu_lowercase']:.1f} (Luong, lower-
                f"{len(test_pairs)} test sentences)")
 
 # %% [markdown]
+# All three models had the same data and the same number of epochs
+# (`_common.SETTINGS.rnn_epochs`), so the table compares how fast each design learns
+# under a small budget, not where each ends up; they also differ in size (tutorial 10's
+# table prints their parameter counts). Luong et al. trained for 10 to 12 epochs on
+# WMT.
+#
+# One change to the paper is on by default in `Seq2SeqRNN`: the `general` and `dot`
+# scores are divided by $\sqrt{\text{units}}$ (`luong_scaled=True`), as the Transformer
+# divides its dot products by $\sqrt{d_k}$ (tutorial 06). Unscaled, the score is a
+# product of two learned vectors through a learned $W_a$, and its size grows with all
+# three; large scores make the softmax nearly one-hot, and a nearly one-hot softmax has
+# almost no gradient (tutorial 06 shows both). `Seq2SeqRNN(attention="luong",
+# luong_scaled=False)` trains the paper's version. To train local-p, pass
+# `luong_window=D`.
+
+# %% [markdown]
+# ## The trained model's alignment
+#
+# The Luong model of the table, on a test sentence:
+
+# %%
+translator = results["luong"][0]
+sentence = test_pairs[3][0]
+result = translator.translate([sentence], return_attention=True)
+print("source:", sentence, "\noutput:", result.texts[0])
+print("attention:", result.attention.shape, " (sentences, max output length, source length)")
+figure = plot_attention(result.attention[0], result.source_tokens[0], result.target_tokens[0],
+                        path=figure_path("03_alignment.png"), title="Luong attention (general, global)")
+
+# %% [markdown]
+# The same alignment on an interactive page (tutorial 02 introduced it): hover a word
+# of the translation on the left of the head view to see which source pieces it read.
+
+# %%
+explain(translator, [sentence])
+
+# %% [markdown]
 # ## The decoder, written out
 #
 # `Seq2SeqRNN(attention="luong")` runs this decoder inside its recurrence; here it is by
 # hand. One step is a small Keras layer, in Luong's order: the GRU cell runs first, on
 # the previous word and the previous attentional state (input feeding), $h_t =
 # f(h_{t-1}, [y_{t-1}; \tilde h_{t-1}])$; then $h_t$ asks the `general` score for the
-# context $c_t$; then $\tilde h_t = \tanh(W_c [c_t; h_t])$, which the output layer reads
+# context $c_t$ (divided by $\sqrt{\text{units}}$, as `Seq2SeqRNN` does by default; see
+# above); then $\tilde h_t = \tanh(W_c [c_t; h_t])$, which the output layer reads
 # and the next step is fed. The encoder and the `tanh` layer that makes the first state
 # are those of tutorial 02's model, and $\tilde h_0 = 0$. `keras.ops.scan` runs the step
 # over the target positions, carrying $(h_t, \tilde h_t)$ and stacking them.
@@ -213,7 +251,7 @@ class LuongDecoderStep(keras.layers.Layer):
     def __init__(self, units, **kwargs):
         super().__init__(**kwargs)
         self.cell = keras.layers.GRUCell(units)
-        self.attention = layers.LuongAttention(score="general", scaled=True, units=units)
+        self.attention = layers.LuongAttention(score="general", scaled=True)  # scores / sqrt(units)
         self.combine = keras.layers.Dense(units, activation="tanh", use_bias=False)  # W_c
 
     def call(self, previous_state, previous_attentional, previous_word, encoder_states, source_mask):
@@ -226,7 +264,7 @@ class LuongDecoderStep(keras.layers.Layer):
 
 
 class HandmadeLuong(keras.Model):
-    """Luong et al.'s global-attention encoder-decoder with input feeding, with the decoder step above."""
+    """Luong's decoder (global attention, input feeding) on tutorial 02's encoder."""
 
     def __init__(self, source_vocab, target_vocab, embedding_dim, units, dropout, **kwargs):
         super().__init__(**kwargs)
@@ -247,18 +285,24 @@ class HandmadeLuong(keras.Model):
         state = self.bridge(keras.ops.concatenate([forward, backward], -1))  # h_0: (B, units)
         attentional = keras.ops.zeros_like(state)  # h~_0
         words = self.dropout(self.target_embedding(target_in), training=training)  # y_{t-1}: (B, T, E)
-        if not self.step.built:  # the step's weights are made once, outside the loop
+        if not self.step.built:  # no variable can be made inside scan's loop: one call outside makes them
             self.step(state, attentional, words[:, 0], encoder_states, source_mask)
 
         def one_step(carry, word):  # carry: (h_{t-1}, h~_{t-1})
             state, attentional, _ = self.step(*carry, word, encoder_states, source_mask)
-            return (state, attentional), (state, attentional)  # scan stacks what each step returns
+            return (state, attentional), (state, attentional)  # (carry for the next step, output to stack)
 
-        steps = keras.ops.transpose(words, (1, 0, 2))  # (T, B, E): scan runs over time
-        _, (_, attentional) = keras.ops.scan(one_step, (state, attentional), steps)  # (T, B, units)
+        by_time = keras.ops.transpose(words, (1, 0, 2))  # (T, B, E): scan runs over time
+        _, (_, attentional) = keras.ops.scan(one_step, (state, attentional), by_time)  # (T, B, units)
         attentional = keras.ops.transpose(attentional, (1, 0, 2))  # (B, T, units)
         return self.output_layer(self.dropout(attentional, training=training))  # (B, T, V) logits
 
+
+# %% [markdown]
+# Built on a batch of the training data, then trained briefly with the recipe of the other
+# models (`_common.compile_translation_model`):
+
+# %%
 vocabularies = (translation_data.source_tokenizer.vocab_size, translation_data.target_tokenizer.vocab_size)
 handmade = HandmadeLuong(*vocabularies, **_common.SETTINGS.rnn)
 (source_ids, target_in), _ = next(iter(translation_data.train_batches))
@@ -266,12 +310,13 @@ print("source:", tuple(source_ids.shape), " target in:", tuple(target_in.shape),
       " logits:", tuple(handmade((source_ids, target_in)).shape))
 steps = 4 if _common.QUICK else 50
 _common.compile_translation_model(handmade, "luong", steps, epochs=2)  # the other models' recipe
-history = handmade.fit(translation_data.train_batches.repeat(), steps_per_epoch=steps, epochs=2, verbose=0)
-print(f"loss after {steps} and {2 * steps} batches:", [round(x, 3) for x in history.history["loss"]])
+handmade_history = handmade.fit(translation_data.train_batches.repeat(), steps_per_epoch=steps, epochs=2, verbose=0)
+losses = [round(x, 3) for x in handmade_history.history["loss"]]
+print(f"mean loss over batches 1-{steps} and {steps + 1}-{2 * steps}:", losses)
 
 # %% [markdown]
-# Trained briefly, its loss falls. `Seq2SeqRNN(attention="luong")` is this model: given
-# its weights, layer by layer, it computes the same logits.
+# Its loss falls. `Seq2SeqRNN(attention="luong")` is this model: given its weights, layer
+# by layer, it computes the same logits.
 
 # %%
 model = models.Seq2SeqRNN(*vocabularies, attention="luong", **_common.SETTINGS.rnn)
@@ -288,42 +333,6 @@ print(f"parameters: handmade {handmade.count_params():,}, Seq2SeqRNN {model.coun
 assert handmade.count_params() == model.count_params() and difference < 1e-4
 
 # %% [markdown]
-# ## The trained model's alignment
-#
-# The Luong model trained above (with the library), on a test sentence:
-
-# %%
-translator = results["luong"][0]
-sentence = test_pairs[3][0]
-result = translator.translate([sentence], return_attention=True)
-print("source:", sentence, "\noutput:", result.texts[0])
-print("attention:", result.attention.shape, " (sentences, max output length, source length)")
-figure = plot_attention(result.attention[0], result.source_tokens[0], result.target_tokens[0],
-                        path=figure_path("03_alignment.png"), title="Luong attention (general, global)")
-
-# %% [markdown]
-# The same alignment on an interactive page (tutorial 02 introduced it): hover a word
-# of the translation on the left of the head view to see which source pieces it read.
-
-# %%
-explain(translator, [sentence])
-
-# %% [markdown]
-# All three models had the same data and the same number of epochs
-# (`_common.SETTINGS.rnn_epochs`), so the table compares how fast each design learns
-# under a small budget, not where each ends up; they also differ in size (tutorial 10's
-# table prints their parameter counts). Luong et al. trained for 10 to 12 epochs on
-# WMT.
-#
-# One change to the paper is on by default in `Seq2SeqRNN`: the `general` and `dot`
-# scores are divided by $\sqrt{\text{units}}$ (`luong_scaled=True`), as the Transformer
-# divides its dot products by $\sqrt{d_k}$ (tutorial 06). Unscaled, the score is a
-# product of two learned vectors through a learned $W_a$, and its size grows with all
-# three; large scores make the softmax nearly one-hot, and a nearly one-hot softmax has
-# almost no gradient (tutorial 06 shows both). `Seq2SeqRNN(attention="luong",
-# luong_scaled=False)` trains the paper's version. To train local-p, pass
-# `luong_window=D`.
-#
 # Tutorial 04 uses attention with no recurrence at all, to compare two sentences;
 # tutorial 05 then steps back from translation: an attention layer is a lookup of values
 # by keys, and a sentence can look things up in itself.
