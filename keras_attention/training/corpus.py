@@ -14,7 +14,6 @@ import tensorflow as tf
 from keras_attention import data
 from keras_attention.base.options import MAX_BUCKETS, PAIRS_PER_BUCKET, XLA_MIN_PAIRS
 from keras_attention.training import distribution
-from keras_attention.training.config import check_file_flags
 from keras_attention.base.options import DATASETS, USER_FILES
 
 # Pairs whose lengths are measured before training when a corpus streams.
@@ -81,8 +80,7 @@ def load_splits(data_config, report=None):
         sizes = {"train": data_config.max_train_examples or 20000, "val": 1000, "test": 1000}
         splits = tuple(data.load_dates(n, split, seed=data_config.seed) for split, n in sizes.items())
         return splits, "the generated dates corpus (human dates -> ISO 8601)"
-    if data_config.dataset == "files":
-        check_file_flags(data_config)
+    if data_config.dataset == "files":  # DataConfig checked that each split names two files
         named = [paths for paths in _file_flags(data_config) if paths]
         if not named:
             raise ValueError("--dataset files needs --train-files SOURCE TARGET (to evaluate: --test-files "
