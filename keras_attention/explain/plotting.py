@@ -42,18 +42,19 @@ def _check_map(weights, source_tokens, target_tokens):
     return weights[:rows, :cols]
 
 
-def _draw_map(ax, weights, source_tokens, target_tokens, title=None):
+def _draw_map(ax, weights, source_tokens, target_tokens, title=None, labels=("source", "output")):
     image = ax.imshow(weights, cmap="viridis", vmin=0.0, aspect="auto")
     ax.set_xticks(range(len(source_tokens)), labels=list(source_tokens), rotation=90)
     ax.set_yticks(range(len(target_tokens)), labels=list(target_tokens))
-    ax.set_xlabel("source")
-    ax.set_ylabel("output")
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
     if title:
         ax.set_title(title)
     return image
 
 
-def plot_attention(weights, source_tokens, target_tokens, path=None, title=None, dpi=100):
+def plot_attention(weights, source_tokens, target_tokens, path=None, title=None, dpi=100,
+                   source_label="source", target_label="output"):
     """Heat map of one attention matrix with token labels.
 
     Args:
@@ -64,15 +65,25 @@ def plot_attention(weights, source_tokens, target_tokens, path=None, title=None,
         path: str or None. Where to save a PNG.
         title: str or None.
         dpi: int. Defaults to 100.
+        source_label: str. The x axis's name, for example the source language.
+            Defaults to `"source"`.
+        target_label: str. The y axis's name. Defaults to `"output"`.
 
     Returns:
         The matplotlib figure.
+
+    Example:
+
+    >>> weights = np.array([[0.9, 0.1], [0.2, 0.8]])
+    >>> figure = plot_attention(weights, ["ein", "Hund"], ["a", "dog"], source_label="German", target_label="English")
+    >>> figure.axes[0].get_xlabel(), figure.axes[0].get_ylabel()
+    ('German', 'English')
     """
     weights = _check_map(weights, source_tokens, target_tokens)
     fig, ax = plt.subplots(
         figsize=(max(3.0, 0.4 * len(source_tokens) + 1.5), max(2.5, 0.4 * len(target_tokens) + 1.2))
     )
-    image = _draw_map(ax, weights, source_tokens, target_tokens, title)
+    image = _draw_map(ax, weights, source_tokens, target_tokens, title, (source_label, target_label))
     fig.colorbar(image, ax=ax)
     return _finish(fig, path, dpi)
 

@@ -61,8 +61,8 @@ class DecomposableAttention(keras.Model):
             Keras' `"uniform"` (within +-0.05). With embeddings that small
             every alignment score starts near zero and the alignments stay
             close to uniform for a long time; `keras.initializers.RandomNormal(
-            stddev=1.0)` (or pretrained vectors, as in the paper) gives peaked
-            alignments from the start.
+            stddev=1.0)` gives peaked alignments from the start (tutorial 04
+            compares the two).
         **kwargs: standard model arguments (`name`, ...).
 
     Call arguments:

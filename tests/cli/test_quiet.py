@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from keras_attention.cli import commands
+from keras_attention.cli import commands, main
 
 
 def run(*args, env=None):
@@ -16,7 +16,7 @@ def run(*args, env=None):
                           timeout=600, env=env)
 
 
-def test_train_and_translate_print_only_their_own_lines(tmp_path):
+def test_train_and_translate_print_only_their_own_lines(tmp_path, capsys):
     run_dir = tmp_path / "run"
     trained = run("train", "--model", "bahdanau", "--preset", "tiny", "--dataset", "dates", "--vocab-size", "200",
                   "--max-length", "32", "--epochs", "2", "--batch-size", "32", "--max-train-examples", "64",
@@ -28,22 +28,17 @@ def test_train_and_translate_print_only_their_own_lines(tmp_path):
         assert "oneDNN" not in stream and "cuda" not in stream.lower() and "I0000" not in stream
     assert trained.stdout.count("Epoch 1/2") == 1 and "Epoch 2/2" in trained.stdout
 
-    translated = run("translate", str(run_dir / "translator"), "3 March 1999")
-    assert translated.returncode == 0 and translated.stderr == "", translated.stderr
-    assert len(translated.stdout.splitlines()) == 1
-
-    # With XLA: still quiet, and the compiled decoding programs are written to --xla-cache (a later process
-    # loading them is tests/base/test_xla_cache.py's test).
+    # Translating, with XLA: still quiet, and the compiled decoding programs are written to --xla-cache (a later
+    # process loading them is tests/base/test_xla_cache.py's test; a refused command's one line in a real process
+    # is tests/cli/test_bad_input.py's).
     cache = tmp_path / "xla"
     compiled = run("translate", str(run_dir / "translator"), "3 March 1999", "--jit-compile", "--xla-cache", str(cache))
     assert compiled.returncode == 0 and compiled.stderr == "", compiled.stderr
-    assert compiled.stdout == translated.stdout  # XLA changes no translation
+    assert len(compiled.stdout.splitlines()) == 1
+    assert main(["translate", str(run_dir / "translator"), "3 March 1999"]) == 0
+    assert compiled.stdout == capsys.readouterr().out  # XLA changes no translation
     (folder,) = cache.iterdir()
     assert folder.name.startswith("tf") and any(entry.suffix == ".pb" for entry in folder.iterdir())
-
-    missing = run("translate", str(tmp_path / "nothing"), "hello")
-    assert missing.returncode == 2
-    assert missing.stderr.count("\n") == 1 and missing.stderr.startswith("keras-attention translate: error:")
 
 
 # What TensorFlow's C++ code writes to file descriptor 2 (at import and while ops run), and a line of ours.

@@ -50,7 +50,7 @@ FIGURES = {
         "10_schedule.png", "10_label_smoothing.png", "10_history.png",
         "10_cross_attention_heads.png", "10_results.png", "10_architecture.png",
     ],
-    "04_decomposable_attention": ["04_alignment.png", "04_alignment_default_start.png", "04_training.png"],
+    "04_decomposable_attention": ["04_training.png", "04_alignment.png"],
     "11_distributed_training": ["11_loss_per_step.png"],
     "12_export_and_serve": ["12_serving_latency.png"],
 }
