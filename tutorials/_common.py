@@ -278,50 +278,58 @@ SERIES = (("rnn", "RNN, fixed vector (01)"), ("bahdanau", "RNN + Bahdanau (02)")
           ("luong", "RNN + Luong (03)"), ("transformer", "Transformer (10)"))
 
 
-def compare_models(translation_data, test_pairs, transformer, scores, figure):
-    """Tutorial 10's closing table: the four models after the same epochs, then `transformer`.
+class TrainingClock(keras.callbacks.Callback):
+    """Counts the seconds of training steps only, keeps the weights at `checkpoints`
+    equally spaced times, and stops `fit` at the last, `seconds`.
 
-    The RNNs (tutorials 01-03) and a Transformer get `SETTINGS.rnn_epochs`
-    epochs each (reloaded from the cache when trained before) and are scored
-    greedily; then `transformer`, a `(translator, history)` pair trained for
-    `SETTINGS.transformer_epochs`, with its `scores` by decoding method
-    (`"greedy"`, `"beam"`). Prints the table and a line naming the fastest,
-    the slowest and the best of the equal-epoch rows; saves a bar chart of
-    lower-cased BLEU to `figure`. Returns the rows `(name, epochs, decoding,
-    parameters, seconds, scores)`.
+    `kept` holds one dict a checkpoint: `seconds`, `steps`, `learning_rate` (the
+    mean over the steps so far) and `weights`.
     """
-    import matplotlib.pyplot as plt
 
-    s = translation_data.settings
-    rows = []
-    for kind, name in SERIES:
-        trained, run = train_translator(kind, translation_data, epochs=s.rnn_epochs)
-        rows.append((name, s.rnn_epochs, "greedy", trained.model.count_params(), run["train_seconds"],
-                     evaluate_bleu(trained, test_pairs)))
-    translator, history = transformer
-    # (In QUICK mode both budgets are one epoch: the Transformer's greedy row would repeat.)
-    for method in ("beam",) if s.transformer_epochs == s.rnn_epochs else ("greedy", "beam"):
-        rows.append((SERIES[-1][1], s.transformer_epochs, "beam 4" if method == "beam" else method,
-                     translator.model.count_params(), history["train_seconds"], scores[method]))
+    def __init__(self, seconds, checkpoints):
+        super().__init__()
+        self.marks = [seconds * (i + 1) / checkpoints for i in range(checkpoints)]
+        self.elapsed, self.rates, self.kept = 0.0, [], []
 
-    print("| model | epochs | decoding | parameters | training (s) | BLEU | BLEU (lower-cased) | chrF |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|")
-    for name, epochs, method, params, seconds, row in rows:
-        print(f"| {name} | {epochs} | {method} | {params:,} | {seconds:.0f} | {row['bleu']:.2f} | "
-              f"{row['bleu_lowercase']:.2f} | {row['chrf']:.1f} |")
-    print(f"\n{len(test_pairs)} sentences of Multi30k test_2016_flickr, English to German, sacreBLEU 13a; "
-          f"{'QUICK mode' if QUICK else 'full mode'}: {s.train_pairs or 29000} training pairs; "
-          f"trained on {device_name()}.")
-    equal = rows[:len(SERIES)]
-    by_seconds = sorted(equal, key=lambda row: row[4])
-    print(f"With {s.rnn_epochs} epoch(s) each: fastest to train {by_seconds[0][0]} ({by_seconds[0][4]:.0f} s), "
-          f"slowest {by_seconds[-1][0]} ({by_seconds[-1][4]:.0f} s); "
-          f"best BLEU {max(equal, key=lambda row: row[5]['bleu'])[0]}.")
+    def on_train_batch_begin(self, batch, logs=None):
+        self.started = time.perf_counter()
 
-    fig, ax = plt.subplots(figsize=(7, 3.4))
-    labels = [f"{name}, {epochs} ep.\n{method}" for name, epochs, method, *_ in rows]
-    ax.barh(labels[::-1], [row[5]["bleu_lowercase"] for row in rows][::-1], color="tab:blue")
-    ax.set_xlabel("BLEU (lower-cased)")
-    fig.tight_layout()
-    fig.savefig(figure, dpi=100)
-    return rows
+    def on_train_batch_end(self, batch, logs=None):
+        self.elapsed += time.perf_counter() - self.started
+        self.rates.append(float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)))
+        if self.elapsed >= self.marks[len(self.kept)]:
+            self.kept.append(dict(seconds=self.elapsed, steps=len(self.rates),
+                                  learning_rate=sum(self.rates) / len(self.rates), weights=self.model.get_weights()))
+            self.model.stop_training = len(self.kept) == len(self.marks)
+
+
+def train_for_seconds(kind, translation_data, seconds, checkpoints=4, learning_rate=None, expected_steps=None):
+    """Train a new model of `kind` for `seconds` of training steps; return `(translator, clock)`.
+
+    `learning_rate`: None for the recipe's (the Transformer's warm-up schedule, laid
+    over `expected_steps`; the RNNs' fixed 1e-3) or a fixed rate. `clock` is the
+    `TrainingClock` with the weights at each checkpoint; the translator holds the last.
+    """
+    model = build_translation_model(kind, translation_data)
+    (source_ids, target_in), _ = next(iter(translation_data.train_batches))
+    model((source_ids[:1], target_in[:1]))  # the weights, which the optimizer is built for
+    steps = sum(1 for _ in translation_data.train_batches)
+    config = TrainConfig(model=ModelConfig(kind=kind), optimization=OptimizationConfig(
+        epochs=1, learning_rate=learning_rate, label_smoothing=0.1))
+    compile_for_training(model, config, expected_steps or steps, jit_compile=False)
+    clock = TrainingClock(seconds, checkpoints)
+    model.fit(translation_data.train_batches.repeat(), steps_per_epoch=steps, epochs=10_000, verbose=0,
+              callbacks=[clock])
+    translator = Translator(model, translation_data.source_tokenizer, translation_data.target_tokenizer,
+                            max_source_length=128, max_target_length=translation_data.settings.max_length)
+    return translator, clock
+
+
+def bleu_over_time(translator, clock, pairs):
+    """Lower-cased BLEU on `pairs` (greedy) with the weights of each of `clock`'s checkpoints;
+    leaves the translator with the last."""
+    scores = []
+    for checkpoint in clock.kept:
+        translator.model.set_weights(checkpoint["weights"])
+        scores.append(evaluate_bleu(translator, pairs)["bleu_lowercase"])
+    return scores
