@@ -218,6 +218,19 @@ def keep_translator(kind, translator, history, settings=SETTINGS, epochs=None, *
     (folder / "history.json").write_text(json.dumps(history))
 
 
+def _built_model(kind, translation_data):
+    """A new model of `kind` with its weights made, and the batches of one epoch."""
+    model = build_translation_model(kind, translation_data)
+    (source_ids, target_in), _ = next(iter(translation_data.train_batches))
+    model((source_ids[:1], target_in[:1]))  # the weights, which the optimizer is built for
+    return model, sum(1 for _ in translation_data.train_batches)
+
+
+def _translator(model, translation_data):
+    return Translator(model, translation_data.source_tokenizer, translation_data.target_tokenizer,
+                      max_source_length=128, max_target_length=translation_data.settings.max_length)
+
+
 def train_translator(kind, translation_data, epochs=None, verbose=2, **extra):
     """Train (or reload from the cache) one model of `kind`; return `(translator, history)`.
 
@@ -234,10 +247,7 @@ def train_translator(kind, translation_data, epochs=None, verbose=2, **extra):
               f"{[round(x, 3) for x in history['loss']]}, token accuracy {[round(x, 3) for x in history['token_accuracy']]}")
         return Translator.load(str(folder)), history
 
-    model = build_translation_model(kind, translation_data)
-    (source_ids, target_in), _ = next(iter(translation_data.train_batches))
-    model((source_ids[:1], target_in[:1]))  # the weights, which the optimizer is built for
-    steps = sum(1 for _ in translation_data.train_batches)
+    model, steps = _built_model(kind, translation_data)
     compile_translation_model(model, kind, steps, epochs, **extra)
     started = time.time()
     # Repeated, with one pass an epoch: one tf.data iterator for the run (tutorial 01 says why).
@@ -245,10 +255,7 @@ def train_translator(kind, translation_data, epochs=None, verbose=2, **extra):
                         verbose=verbose)
     history = dict(history.history, train_seconds=round(time.time() - started, 1))
     print(f"{kind}: {epochs} epoch(s) of {steps} steps in {history['train_seconds']:.0f} s")
-    translator = Translator(
-        model, translation_data.source_tokenizer, translation_data.target_tokenizer,
-        max_source_length=128, max_target_length=s.max_length,
-    )
+    translator = _translator(model, translation_data)
     keep_translator(kind, translator, history, s, epochs, **extra)
     return translator, history
 
@@ -310,19 +317,14 @@ def train_for_seconds(kind, translation_data, seconds, checkpoints=4, learning_r
     over `expected_steps`; the RNNs' fixed 1e-3) or a fixed rate. `clock` is the
     `TrainingClock` with the weights at each checkpoint; the translator holds the last.
     """
-    model = build_translation_model(kind, translation_data)
-    (source_ids, target_in), _ = next(iter(translation_data.train_batches))
-    model((source_ids[:1], target_in[:1]))  # the weights, which the optimizer is built for
-    steps = sum(1 for _ in translation_data.train_batches)
+    model, steps = _built_model(kind, translation_data)
     config = TrainConfig(model=ModelConfig(kind=kind), optimization=OptimizationConfig(
         epochs=1, learning_rate=learning_rate, label_smoothing=0.1))
     compile_for_training(model, config, expected_steps or steps, jit_compile=False)
     clock = TrainingClock(seconds, checkpoints)
     model.fit(translation_data.train_batches.repeat(), steps_per_epoch=steps, epochs=10_000, verbose=0,
               callbacks=[clock])
-    translator = Translator(model, translation_data.source_tokenizer, translation_data.target_tokenizer,
-                            max_source_length=128, max_target_length=translation_data.settings.max_length)
-    return translator, clock
+    return _translator(model, translation_data), clock
 
 
 def bleu_over_time(translator, clock, pairs):
