@@ -203,22 +203,22 @@ def test_xla_compiled_greedy_and_beam_agree_with_eager():
 
 
 def test_caches_that_grow_past_the_first_stage_search_as_the_full_prefix_does(monkeypatch):
-    # The beam's shared caches and their history table grow from 8 to 30
+    # The beam's shared caches and their history table grow from 8 to 14
     # positions mid-search: every hypothesis, score and attention row must be
     # those of re-running the whole prefix, eagerly and under XLA.
     monkeypatch.setattr(common, "FIRST_STAGE", 8)
     model, source = build_real_model("transformer_pre"), real_source()
-    end_id = end_id_first_seen_after(model, source, 30, 9)
-    cached = beam_search(model, source, START, end_id, 30, beam_size=3, return_attention=True)
+    end_id = end_id_first_seen_after(model, source, 14, 9)
+    cached = beam_search(model, source, START, end_id, 14, beam_size=3, return_attention=True)
     assert cached.lengths.numpy().max() > 8
-    uncached = beam_search(UncachedDecoder(model), source, START, end_id, 30, beam_size=3)
+    uncached = beam_search(UncachedDecoder(model), source, START, end_id, 14, beam_size=3)
     np.testing.assert_array_equal(cached.tokens.numpy(), uncached.tokens.numpy())
     np.testing.assert_allclose(cached.scores.numpy(), uncached.scores.numpy(), atol=1e-4)
-    flat = cached.tokens.numpy().reshape(-1, 30)
+    flat = cached.tokens.numpy().reshape(-1, 14)
     _, attention = teacher_forced(model, np.repeat(source, 3, axis=0), flat)
     expected = np.where((flat > 0)[..., None], attention, 0).reshape(cached.attention.shape)
     np.testing.assert_allclose(cached.attention.numpy(), expected, atol=1e-5)
     compiled = tf.function(
-        lambda s: beam_search(model, s, START, end_id, 30, beam_size=3).tokens, jit_compile=True
+        lambda s: beam_search(model, s, START, end_id, 14, beam_size=3).tokens, jit_compile=True
     )
     np.testing.assert_array_equal(compiled(source).numpy(), cached.tokens.numpy())
