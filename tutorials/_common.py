@@ -163,17 +163,17 @@ def build_translation_model(kind, translation_data, **overrides):
     return models.Seq2SeqRNN(*vocab, attention=attention, **{**s.rnn, **overrides})
 
 
-def compile_translation_model(model, kind, steps_per_epoch, epochs, label_smoothing=0.1):
+def compile_translation_model(model, kind, steps_per_epoch, epochs, label_smoothing=0.1, learning_rate=None):
     """Compile a built `model` with the training recipe (`training.compile_for_training`).
 
     Adam with the Transformer paper's settings (beta_2 = 0.98), gradients
     clipped at norm 1; the Transformer's warm-up schedule (5% of the steps,
-    peak 1e-3) or the RNNs' fixed 1e-3; the masked cross-entropy with label
-    smoothing and masked token accuracy. Without XLA: it would compile once
-    per batch shape, minutes of compiling for a run of minutes.
+    peak 1e-3) or the RNNs' fixed 1e-3, or a fixed `learning_rate`; the masked
+    cross-entropy with label smoothing and masked token accuracy. Without XLA:
+    it would compile once per batch shape, minutes of compiling for a run of minutes.
     """
-    config = TrainConfig(model=ModelConfig(kind=kind),
-                         optimization=OptimizationConfig(epochs=epochs, label_smoothing=label_smoothing))
+    config = TrainConfig(model=ModelConfig(kind=kind), optimization=OptimizationConfig(
+        epochs=epochs, learning_rate=learning_rate, label_smoothing=label_smoothing))
     compile_for_training(model, config, steps_per_epoch, jit_compile=False)
 
 
@@ -318,9 +318,7 @@ def train_for_seconds(kind, translation_data, seconds, checkpoints=4, learning_r
     `TrainingClock` with the weights at each checkpoint; the translator holds the last.
     """
     model, steps = _built_model(kind, translation_data)
-    config = TrainConfig(model=ModelConfig(kind=kind), optimization=OptimizationConfig(
-        epochs=1, learning_rate=learning_rate, label_smoothing=0.1))
-    compile_for_training(model, config, expected_steps or steps, jit_compile=False)
+    compile_translation_model(model, kind, expected_steps or steps, 1, learning_rate=learning_rate)
     clock = TrainingClock(seconds, checkpoints)
     model.fit(translation_data.train_batches.repeat(), steps_per_epoch=steps, epochs=10_000, verbose=0,
               callbacks=[clock])
