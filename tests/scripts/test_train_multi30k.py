@@ -227,3 +227,13 @@ def test_the_documented_command_line_trains_the_transformer_tiny_recipe():
                                        **train_multi30k.recipe("transformer-tiny", direction)).flat()
         differences = {name: (value, recipe[name]) for name, value in from_docs.flat().items() if value != recipe[name]}
         assert differences == {}, direction
+
+
+@pytest.mark.parametrize("direction", train_multi30k.DIRECTIONS)
+def test_the_transformer_tiny_recipe_keeps_case(direction):
+    """The best recipe writes cased text: neither its data nor its vocabulary is lower-cased."""
+    from keras_attention.training.config import TrainConfig
+
+    config = TrainConfig.from_flat(source=direction[:2], target=direction[3:], output_dir="run",
+                                   **train_multi30k.recipe("transformer-tiny", direction))
+    assert config.data.lower_case is False
