@@ -113,7 +113,8 @@ def multi30k():
                      f"| {r.get('commit') or 'not recorded'}{' (*)' if r.get('note') else ''}"
                      f"{' (†)' if changes else ''} |")
     lines += ["", "BLEU is sacreBLEU on test_2016_flickr, cased 13a / lower-cased (a model trained lower-cased has "
-              f"only the second); beam 4 with the GNMT length penalty {train_multi30k.BEAM.length_penalty}"
+              f"only the second; {signature_note(runs)}); beam 4 with the GNMT length penalty "
+              f"{train_multi30k.BEAM.length_penalty}"
               f"{' unless said below' if any('length_penalty_selection' in r for *_, r in runs) else ''}. Each row is "
               "`python scripts/train_multi30k.py --models RECIPE --directions SRC-TGT` "
               "(its JSON in `benchmarks/multi30k/`), trained on a shared 2-core CPU machine; the rows ran on "
@@ -144,6 +145,30 @@ def multi30k():
                   "differently only at some punctuation (apostrophes, for one); on the runs above that have both, "
                   f"the two lower-cased figures differ by at most {max(gaps):.2f} BLEU."]
     return "\n".join(lines) + "\n"
+
+
+def signature_note(runs):
+    """sacreBLEU's signatures of the runs' cased scores, and how the runs that recorded none were scored."""
+    from keras_attention.training.evaluation import corpus_scores
+
+    signed = {}
+    for model, direction, r in runs:
+        for scores in (r.get(key) or {} for key in ("test", "test_beam4", "test_average", "test_average_beam4")):
+            if "bleu_signature" in scores:
+                signed.setdefault(scores["bleu_signature"], set()).add((model, direction))
+    unsigned = len({(m, d) for m, d, _ in runs} - set().union(*signed.values()))
+    # The settings without the version: the same code has scored every run.
+    settings = corpus_scores(["."], ["."])["bleu_signature"].rsplit("|version:", 1)[0]
+    if not signed:
+        return (f"the runs recorded no sacreBLEU signature; all were scored as `{settings}` by sacreBLEU 2.3 or "
+                "later, lower-cased as `case:lc`")
+    text = "sacreBLEU signature " + ", ".join(f"`{signature}`" for signature in sorted(signed))
+    text += ", lower-cased `case:lc`"
+    if unsigned:
+        text += (f"; the {unsigned} runs that recorded none were scored as `{settings}` by sacreBLEU 2.3 or later"
+                 if unsigned > 1 else f"; the run that recorded none was scored as `{settings}` by sacreBLEU 2.3 "
+                 "or later")
+    return text
 
 
 def averaged_note(runs):

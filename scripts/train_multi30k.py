@@ -35,7 +35,7 @@ from keras_attention.data import load_multi30k
 from keras_attention.decoding import DecodingOptions
 from keras_attention.decoding.translator import Translator
 from keras_attention.training.averaging import average_translator
-from keras_attention.training.evaluation import evaluate_bleu, moses_bleu
+from keras_attention.training.evaluation import SCORE_KEYS, evaluate_bleu, moses_bleu
 from keras_attention.training.recipe import TrainConfig, train
 
 # One configuration per model; the same for both directions but where DIRECTION_CONFIGS says otherwise.
@@ -111,7 +111,8 @@ def score_more(folder, results, source, target, limit=None, counts=None, penalti
     """Add the test scores `results` lacks: beam search, averaged checkpoints.
 
     The greedy score of the trained model is the recipe's `results["test"]`.
-    Here: `test_beam4` (the same model, beam search), and when the run kept
+    Here: `test` again if it lacks sacreBLEU's signature (as any score below does), `test_beam4` (the
+    same model, beam search), and when the run kept
     two or more epoch checkpoints, `test_average` and `test_average_beam4`
     (their average, in the translator folder `translator-average/`). With
     `counts` (numbers of last checkpoints), the average is the one of those
@@ -123,11 +124,15 @@ def score_more(folder, results, source, target, limit=None, counts=None, penalti
     without, `BEAM`'s. `limit`: score only the first `limit` sentences of each split.
     Returns whether anything was added.
     """
+    # A score made before scores kept sacreBLEU's signature is made again (the same number, now signed).
+    for key in ("test", "test_beam4", "test_average", "test_average_beam4"):
+        if key in results and "bleu_signature" not in results[key]:
+            del results[key]
     paths = RunPaths(folder)
     checkpoints = sorted(glob.glob(os.path.join(paths.checkpoints, "epoch-*.weights.h5")))
     choose = bool(counts) and len(checkpoints) > min(counts)
     averaged = len(checkpoints) > 1
-    wanted = (["test_beam4"] + (["test_average", "test_average_beam4"] if averaged else [])
+    wanted = (["test", "test_beam4"] + (["test_average", "test_average_beam4"] if averaged else [])
               + (["average_selection"] if choose else []) + (["length_penalty_selection"] if penalties else []))
     if all(key in results for key in wanted):
         return False
@@ -152,14 +157,15 @@ def score_more(folder, results, source, target, limit=None, counts=None, penalti
             results.pop(key, None)
     beam = BEAM.replace(length_penalty=results.get("length_penalty_selection", {}).get("chosen", BEAM.length_penalty))
     # Each translator folder is loaded (and its decoders compiled) once, for all its scores.
-    for directory, keys in ((translator_dir, ["test_beam4"]), (average_dir, ["test_average", "test_average_beam4"])):
+    for directory, keys in ((translator_dir, ["test", "test_beam4"]),
+                            (average_dir, ["test_average", "test_average_beam4"])):
         missing = [key for key in keys if key in wanted and key not in results]
         if not missing:
             continue
         translator = Translator.load(directory)
         for key in missing:
             scores = evaluate_bleu(translator, pairs, beam if key.endswith("beam4") else None)
-            results[key] = {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")}
+            results[key] = {k: scores[k] for k in SCORE_KEYS}
             # fairseq's way (lower-cased, Moses-tokenized), to compare with its published figures; labelled as such.
             results[key]["bleu_moses_lowercase"] = moses_bleu(scores["hypotheses"], scores["references"], target)
             print(f"{os.path.basename(folder)} {key}: BLEU {scores['bleu']:.2f} / {scores['bleu_lowercase']:.2f} "

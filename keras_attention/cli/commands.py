@@ -214,6 +214,7 @@ def _evaluate(args):
     print(f"{description}, {args.split}: BLEU {scores['bleu']:.2f} (cased, 13a), "
           f"{scores['bleu_lowercase']:.2f} (lower-cased), chrF {scores['chrf']:.2f}, "
           f"{scores['num_sentences']} sentences")
+    print(f"sacreBLEU signature (cased): {scores['bleu_signature']}")
     return 0
 
 

@@ -13,5 +13,7 @@ def print_summary(results):
     if test:
         print(f"test BLEU:  {test['bleu']:.2f} (cased, 13a), {test['bleu_lowercase']:.2f} "
               f"(lower-cased); chrF {test['chrf']:.2f} on {test['num_sentences']} sentences")
+        if "bleu_signature" in test:
+            print(f"  sacreBLEU signature (cased): {test['bleu_signature']}")
     for reference, output in results.get("examples", []):
         print(f"  reference: {reference}\n  output:    {output}")

@@ -3,9 +3,14 @@
 import itertools
 
 import sacrebleu
+from sacrebleu.metrics import BLEU
 
 from keras_attention.base.validation import check_positive_int
 from keras_attention.decoding.options import decoding_options
+
+
+# The scores a run keeps of `corpus_scores` (the recipe's results, the Multi30k script's).
+SCORE_KEYS = ("bleu", "bleu_lowercase", "chrf", "num_sentences", "bleu_signature")
 
 
 def corpus_scores(hypotheses, references):
@@ -14,7 +19,9 @@ def corpus_scores(hypotheses, references):
     Returns:
         dict with `bleu` (cased, 13a tokenization: sacreBLEU's default),
         `bleu_lowercase` (the same, lower-cased, the figure most Multi30k
-        papers report), `chrf` and `num_sentences`.
+        papers report), `chrf`, `num_sentences`, and `bleu_signature`
+        (sacreBLEU's signature of the cased score, which names its settings
+        and version; the lower-cased one differs only in `case:lc`).
     """
     if len(hypotheses) != len(references):
         raise ValueError(
@@ -24,11 +31,13 @@ def corpus_scores(hypotheses, references):
     if not references:
         raise ValueError("Cannot score an empty set of sentences. Received: 0 references")
     refs = [list(references)]
+    cased = BLEU(tokenize="13a")
     return {
-        "bleu": sacrebleu.corpus_bleu(hypotheses, refs, tokenize="13a").score,
-        "bleu_lowercase": sacrebleu.corpus_bleu(hypotheses, refs, tokenize="13a", lowercase=True).score,
+        "bleu": cased.corpus_score(hypotheses, refs).score,
+        "bleu_lowercase": BLEU(tokenize="13a", lowercase=True).corpus_score(hypotheses, refs).score,
         "chrf": sacrebleu.corpus_chrf(hypotheses, refs).score,
         "num_sentences": len(references),
+        "bleu_signature": str(cased.get_signature()),
     }
 
 

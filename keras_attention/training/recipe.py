@@ -32,7 +32,7 @@ from keras_attention.training.callbacks import (
 from keras_attention.training.config import TrainConfig
 from keras_attention.training.corpus import _distinct_shapes, load_splits, training_data
 from keras_attention.training.distribution import get_strategy, set_precision
-from keras_attention.training.evaluation import evaluate_bleu
+from keras_attention.training.evaluation import SCORE_KEYS, evaluate_bleu
 from keras_attention.training.fault_tolerance import (
     ResumableBackup,
     check_backup_fits,
@@ -297,5 +297,5 @@ def _test_scores(translator, test_pairs, max_examples):
         test_pairs = test_pairs.take(max_examples)
     scores = evaluate_bleu(translator, test_pairs)
     # Lists, not tuples: the returned results equal what results.json reads back.
-    return {"test": {k: scores[k] for k in ("bleu", "bleu_lowercase", "chrf", "num_sentences")},
+    return {"test": {k: scores[k] for k in SCORE_KEYS},
             "examples": [[ref, hyp] for ref, hyp in zip(scores["references"][:3], scores["hypotheses"][:3])]}

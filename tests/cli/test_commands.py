@@ -92,6 +92,7 @@ def test_evaluate_on_dates(demo_dir, capsys):
                  "--max-examples", "40"]) == 0
     out = capsys.readouterr().out
     assert "BLEU" in out and "chrF" in out and "40 sentences" in out
+    assert "sacreBLEU signature (cased): nrefs:1|case:mixed|eff:no|tok:13a|" in out
 
 
 def test_evaluate_takes_the_translators_languages_and_refuses_others(demo_dir, capsys):

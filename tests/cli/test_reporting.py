@@ -23,3 +23,7 @@ def test_summary_names_the_validation_share_when_recorded():
     assert "  reference: Ein Hund.\n  output:    Ein Hund." in text
     text = _printed({**results, "evaluation_seconds": 41.6})
     assert "training:   600 s (42 s of it on the epochs' validation)" in text
+    assert "signature" not in text  # results of a run scored before signatures were kept
+    signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    text = _printed({**results, "test": {**results["test"], "bleu_signature": signature}})
+    assert f"  sacreBLEU signature (cased): {signature}\n" in text

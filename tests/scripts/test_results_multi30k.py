@@ -27,14 +27,19 @@ def test_the_multi30k_table_says_what_was_not_scored(tmp_path, monkeypatch):
             "| 10 min | 1,234 | abc1234 |") in table
     assert table.count("| RNN without attention (small) |") == 2 and table.count("not scored") == 14
     assert "Moses" not in table  # no run has fairseq's measure: no column for it
+    assert ("the runs recorded no sacreBLEU signature; all were scored as `nrefs:1|case:mixed|eff:no|tok:13a|"
+            "smooth:exp` by sacreBLEU 2.3 or later") in table
 
-    averaged = {**scores, "bleu": 32.0, "bleu_moses_lowercase": 33.449}
+    signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    averaged = {**scores, "bleu": 32.0, "bleu_moses_lowercase": 33.449, "bleu_signature": signature}
     result = json.loads((runs / "transformer-de-en.json").read_text())
     (runs / "transformer-de-en.json").write_text(json.dumps({**result, "test_average_beam4": averaged}))
     table = results_multi30k.multi30k()
     assert ("| `transformer` | transformer (small) | de->en | 12 | 30.0 / 30.6 | 31.0 / 30.6 | 32.0 / 30.6 | 33.4 "
             "| 55.0 |") in table
     assert "| the same, lower-cased on Moses tokens |" in table and table.count("not scored") == 13 + 7
+    assert (f"sacreBLEU signature `{signature}`, lower-cased `case:lc`; the 7 runs that recorded none were "
+            "scored as `nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp` by") in table
 
     # A variant of a recipe (its own JSON) gets its row after the recipe's, named by its settings.
     variant = {**result, "config": {"model": "transformer", "preset": "small", "epochs": 9, "share_embeddings": True}}

@@ -172,13 +172,16 @@ def test_finished_run_is_not_trained_again_but_gets_missing_scores(quick_run, mo
     argv, run, _, _ = quick_run
     results = json.loads((run / "results.json").read_text())
     del results["test_average_beam4"]  # as if written before the script scored it
+    signature = results["test"].pop("bleu_signature")  # as if scored before signatures were kept
     (run / "results.json").write_text(json.dumps(results))
     monkeypatch.setattr(train_multi30k, "train", _no_training)
     with contextlib.redirect_stdout(io.StringIO()):
         rows = train_multi30k.main(argv)
     assert rows[0][2]["test_average_beam4"]["num_sentences"] == train_multi30k.QUICK_TEST_SENTENCES
     assert "test_average_beam4" in json.loads((run / "results.json").read_text())
-    assert rows[0][2]["test"] == results["test"]  # the rest as it was
+    again = rows[0][2]["test"]  # the same scores, signed (and with fairseq's measure, as the others have)
+    assert {k: again[k] for k in results["test"]} == results["test"] and again["bleu_signature"] == signature
+    assert rows[0][2]["test_beam4"] == results["test_beam4"]  # the rest as it was
 
 
 def test_bad_data_is_one_line_not_a_traceback(tmp_path):

@@ -13,6 +13,13 @@ def test_perfect_and_case_only_differences():
     assert lowered["bleu"] < 100.0
 
 
+def test_scores_carry_sacrebleus_signature_of_the_cased_score():
+    signature = corpus_scores(["Ein Hund ."], ["Ein Hund ."])["bleu_signature"]
+    fields = dict(field.split(":") for field in signature.split("|"))
+    assert fields["case"] == "mixed" and fields["tok"] == "13a" and fields["nrefs"] == "1"
+    assert fields["version"] == sacrebleu.__version__
+
+
 def test_unrelated_output_scores_near_zero_and_errors():
     scores = corpus_scores(["x y z w"], ["a b c d"])
     assert scores["bleu"] == pytest.approx(0.0, abs=1e-6) and scores["num_sentences"] == 1
