@@ -32,11 +32,28 @@ def current_recipes():
             for name in train_multi30k.CONFIGS for direction in train_multi30k.DIRECTIONS}
 
 
-def recipe_changes(config, recipe):
+# TrainConfig's flat names that name a run rather than set its recipe.
+RUN_NAMES = ("source", "target", "output_dir", "resume")
+
+
+def recipe_changes(config, recipe, defaults=None):
     """The settings of `recipe` (a dict of TrainConfig's flat names) that a run's `config` had otherwise:
-    [(name, the run's value or None, the recipe's)], in the recipe's order."""
+    [(name, the run's value or None, the recipe's)], in the recipe's order. With `defaults` (TrainConfig's
+    flat defaults), also the settings the recipe leaves at their default that the run set otherwise (a
+    setting the run did not record, from before it existed, is not counted)."""
     as_json = json.loads(json.dumps(recipe))  # tuples as lists, as in the run's JSON
-    return [(name, config.get(name), value) for name, value in as_json.items() if config.get(name) != value]
+    changes = [(name, config.get(name), value) for name, value in as_json.items() if config.get(name) != value]
+    for name, value in json.loads(json.dumps(defaults or {})).items():
+        if name not in as_json and name not in RUN_NAMES and config.get(name) not in (None, value):
+            changes.append((name, config[name], value))
+    return changes
+
+
+def default_settings():
+    """TrainConfig's flat defaults: what a recipe that does not name a setting trains with."""
+    from keras_attention.training.config import TrainConfig
+
+    return TrainConfig.from_flat(source="en", target="de", output_dir="run").flat()
 
 
 def scoring_changes(model, results):
@@ -73,7 +90,7 @@ def changes_note(changed):
 def multi30k():
     import train_multi30k  # as current_recipes
 
-    recipes = current_recipes()
+    recipes, defaults = current_recipes(), default_settings()
     changed = []  # (recipe, direction, changes) of rows trained with an earlier version of their recipe
     runs = []
     for model, direction in MULTI30K_RUNS:
@@ -103,7 +120,7 @@ def multi30k():
         fairseq = f"| {moses_bleu_cell(averaged)} " if moses else ""
         lower = bool(config.get("lower_case"))
         recipe = recipes.get((model, direction))
-        changes = (recipe_changes(config, recipe) if recipe else []) + scoring_changes(model, r)
+        changes = (recipe_changes(config, recipe, defaults) if recipe else []) + scoring_changes(model, r)
         if changes:
             changed.append((model, direction, changes))
         lines.append(f"| `{model}` | {name} | {direction.replace('-', '->')} | {epochs_cell(r)} "

@@ -116,6 +116,11 @@ def test_a_row_trained_before_its_recipe_changed_is_marked(tmp_path, monkeypatch
         (field, both.get(field), value) for field, value in de_en.items())
     assert both["vocab_size"] != de_en["vocab_size"]
 
+    # A setting the recipe leaves at its default counts too, once the run recorded it.
+    defaults = results_multi30k.default_settings()
+    lowered = {**recipes["transformer-tiny", "en-de"], "lower_case": True, "cpu_rows": None}
+    assert results_multi30k.recipe_changes(lowered, tiny[0], defaults) == [("lower_case", True, False)]
+
 
 def test_a_run_scored_before_its_recipe_chose_on_validation_is_marked():
     import train_multi30k
