@@ -15,6 +15,7 @@ from keras_attention.decoding.common import (
     write_column,
 )
 from keras_attention.decoding.options import DEFAULTS, DecodingOptions
+from keras_attention.decoding.top_k import blockwise_top_k
 
 
 def length_penalty_factor(lengths, alpha):
@@ -141,11 +142,9 @@ def beam_search(
             step_attention = ops.zeros((batch * beam,), "float32")  # a batch-major placeholder
         logits = ops.cast(logits, "float32")  # (BK, V)
         vocab = ops.shape(logits)[-1]
-        # log P(token) = logit - logsumexp(logits), padding's share included.
-        normaliser = ops.reshape(ops.logsumexp(logits, axis=-1), (batch, beam, 1))  # (B, K, 1)
-        logits = mask_padding(ops.reshape(logits, (batch, beam, vocab)))  # (B, K, V)
+        logits = ops.reshape(logits, (batch, beam, vocab))  # (B, K, V)
         best, parents, next_tokens, candidate_log_probs, new_lengths = _best_continuations(
-            logits, normaliser, finished, log_probs, lengths, beam, alpha)
+            logits, finished, log_probs, lengths, beam, alpha)
 
         # Reorder everything along with the surviving hypotheses.
         log_probs = ops.take_along_axis(ops.reshape(candidate_log_probs, (batch, -1)), best, axis=1)
@@ -239,12 +238,12 @@ def _settled(finished, lengths, log_probs, max_length, alpha):
     return ops.greater_equal(best_finished, best_possible)
 
 
-def _best_continuations(logits, normaliser, finished, log_probs, lengths, beam, alpha):
+def _best_continuations(logits, finished, log_probs, lengths, beam, alpha):
     """The K best continuations of each row's K hypotheses, by length-penalised score.
 
     Args:
-        logits: float32 `(B, K, V)`, padding masked; `normaliser` `(B, K, 1)`
-            their logsumexp (padding's share included).
+        logits: float32 `(B, K, V)`, padding included (its share counts in
+            the normalisation; it is never a continuation).
         finished: bool `(B, K)`; `log_probs` float32 `(B, K)` so far;
             `lengths` int32 `(B, K)` tokens emitted so far; `beam` the int
             K; `alpha` GNMT's.
@@ -267,15 +266,20 @@ def _best_continuations(logits, normaliser, finished, log_probs, lengths, beam, 
     # row), so the (B, K, V) log-softmax is never written out.
     # A finished hypothesis has one continuation: padding, at no cost.
     per_hypothesis = beam if isinstance(vocab, int) and vocab >= beam else None
+    masked = mask_padding(logits)
     if per_hypothesis:
-        top_logits, token_ids = ops.top_k(logits, per_hypothesis, sorted=True)  # (B, K, K)
-        token_ids = ops.cast(token_ids, "int32")
+        top_logits, token_ids = blockwise_top_k(masked, per_hypothesis)  # (B, K, K)
+        # log P(token) = logit - logsumexp(logits), padding's share included, shifted by the largest logit:
+        # the best candidate's or padding's (no pass over the vocabulary for the maximum).
+        shift = ops.maximum(top_logits[..., :1], logits[..., :1])  # (B, K, 1)
+        normaliser = shift + ops.log(ops.sum(ops.exp(logits - shift), axis=-1, keepdims=True))  # (B, K, 1)
         pad_first = ops.where(ops.equal(ops.arange(per_hypothesis), 0), 0.0, NEG_INF)  # (K,)
         step_log_probs = ops.where(finished_rows, pad_first, top_logits - normaliser)
         token_ids = ops.where(finished_rows, 0, token_ids)
     else:
+        normaliser = ops.logsumexp(logits, axis=-1, keepdims=True)  # (B, K, 1), padding's share included
         pad_only = ops.where(ops.equal(ops.arange(vocab), 0), 0.0, NEG_INF)  # (V,)
-        step_log_probs = ops.where(finished_rows, pad_only, logits - normaliser)  # (B, K, V)
+        step_log_probs = ops.where(finished_rows, pad_only, masked - normaliser)  # (B, K, V)
     candidate_log_probs = ops.expand_dims(log_probs, -1) + step_log_probs  # (B, K, K or V)
     new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")  # (B, K)
     candidate_scores = candidate_log_probs / ops.expand_dims(length_penalty_factor(new_lengths, alpha), -1)
