@@ -144,7 +144,7 @@ def beam_search(
         vocab = ops.shape(logits)[-1]
         logits = ops.reshape(logits, (batch, beam, vocab))  # (B, K, V)
         best, parents, next_tokens, candidate_log_probs, new_lengths = _best_continuations(
-            logits, finished, log_probs, lengths, beam, alpha)
+            logits, finished, log_probs, lengths, beam, alpha, blockwise=chunked)
 
         # Reorder everything along with the surviving hypotheses.
         log_probs = ops.take_along_axis(ops.reshape(candidate_log_probs, (batch, -1)), best, axis=1)
@@ -238,7 +238,7 @@ def _settled(finished, lengths, log_probs, max_length, alpha):
     return ops.greater_equal(best_finished, best_possible)
 
 
-def _best_continuations(logits, finished, log_probs, lengths, beam, alpha):
+def _best_continuations(logits, finished, log_probs, lengths, beam, alpha, blockwise=False):
     """The K best continuations of each row's K hypotheses, by length-penalised score.
 
     Args:
@@ -246,7 +246,9 @@ def _best_continuations(logits, finished, log_probs, lengths, beam, alpha):
             the normalisation; it is never a continuation).
         finished: bool `(B, K)`; `log_probs` float32 `(B, K)` so far;
             `lengths` int32 `(B, K)` tokens emitted so far; `beam` the int
-            K; `alpha` GNMT's.
+            K; `alpha` GNMT's; `blockwise`: rank each hypothesis' words
+            block by block (`top_k.blockwise_top_k`; faster under XLA, as
+            chunked decoding runs, slower in a plain TensorFlow graph).
 
     Returns:
         `(best, parents, next_tokens, candidate_log_probs, new_lengths)`:
@@ -267,12 +269,16 @@ def _best_continuations(logits, finished, log_probs, lengths, beam, alpha):
     # A finished hypothesis has one continuation: padding, at no cost.
     per_hypothesis = beam if isinstance(vocab, int) and vocab >= beam else None
     masked = mask_padding(logits)
-    if per_hypothesis:
+    if per_hypothesis and blockwise:
         top_logits, token_ids = blockwise_top_k(masked, per_hypothesis)  # (B, K, K)
         # log P(token) = logit - logsumexp(logits), padding's share included, shifted by the largest logit:
         # the best candidate's or padding's (no pass over the vocabulary for the maximum).
         shift = ops.maximum(top_logits[..., :1], logits[..., :1])  # (B, K, 1)
         normaliser = shift + ops.log(ops.sum(ops.exp(logits - shift), axis=-1, keepdims=True))  # (B, K, 1)
+    elif per_hypothesis:
+        top_logits, token_ids = ops.top_k(masked, per_hypothesis, sorted=True)  # (B, K, K)
+        normaliser = ops.logsumexp(logits, axis=-1, keepdims=True)  # (B, K, 1), padding's share included
+    if per_hypothesis:
         pad_first = ops.where(ops.equal(ops.arange(per_hypothesis), 0), 0.0, NEG_INF)  # (K,)
         step_log_probs = ops.where(finished_rows, pad_first, top_logits - normaliser)
         token_ids = ops.where(finished_rows, 0, token_ids)
