@@ -4,7 +4,6 @@ import keras
 from keras import ops
 
 
-
 def sinusoidal_table(length, dim, start_index=0, max_wavelength=10000.0, dtype="float32"):
     """The (length, dim) table PE(pos, 2i) = sin(pos / w^(2i/dim)), PE(pos, 2i+1) = cos(...).
 

@@ -9,7 +9,6 @@ and values, projected once from the encoder output.
 from keras import ops
 
 
-
 class TransformerDecoding:
     """The decoding-step methods of `Transformer` (a mixin: it reads the model's
     `encode`, `target_embedding`, `decoder_blocks`, `decoder_norm`, `_logits`

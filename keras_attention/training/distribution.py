@@ -11,7 +11,6 @@ from keras_attention.base.options import PRECISIONS, STRATEGIES
 from keras_attention.base.validation import check_choice
 
 
-
 def get_strategy(name="auto"):
     """A distribution strategy by name.
 

@@ -88,10 +88,6 @@ def compile_for_training(model, config, steps_per_epoch, jit_compile=None):
         metrics=[MaskedTokenAccuracy()],
         jit_compile=jit_compile,
     )
-    # The optimizer's variables exist before the training step is traced: made
-    # during the trace, they would make TensorFlow trace the whole step twice
-    # (Keras builds them beforehand only under a distribution strategy).
-    optimizer.build(model.trainable_variables)
     if jit_compile:
         # XLA compiles once per batch shape. The training step, run thousands of
         # times, pays that back; the validation pass, a forward pass over a few

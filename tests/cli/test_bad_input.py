@@ -159,11 +159,11 @@ def test_one_clear_line_and_nothing_changed(world, case, capsys):
 
 
 def test_a_real_process_prints_the_one_line_too(world):
-    """As a shell runs it: no TensorFlow log lines (level unset), the one line, exit code 2."""
+    """As a shell runs it: no TensorFlow log lines (level and oneDNN unset), the one line, exit code 2."""
     _, command, words, _ = next(c for c in CASES if c[0] == "translate broken json")
     done = subprocess.run([sys.executable, "-m", "keras_attention.cli", *command(world)], capture_output=True,
-                          text=True, timeout=300,
-                          env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
+                          text=True, timeout=300, env={k: v for k, v in os.environ.items()
+                                                       if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")})
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     _one_error_line(done.stderr, words)
 

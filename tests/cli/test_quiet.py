@@ -10,8 +10,9 @@ from keras_attention.cli import commands, main
 
 
 def run(*args, env=None):
-    # As a user's shell: no log level or XLA flags set by other tests in this process.
-    env = {k: v for k, v in (env or os.environ).items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_XLA_FLAGS")}
+    # As a user's shell: no log level, oneDNN or XLA flags set by the tests (tests/conftest.py).
+    unset = ("TF_CPP_MIN_LOG_LEVEL", "TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS")
+    env = {k: v for k, v in (env or os.environ).items() if k not in unset}
     return subprocess.run([sys.executable, "-m", "keras_attention.cli", *args], capture_output=True, text=True,
                           timeout=600, env=env)
 
