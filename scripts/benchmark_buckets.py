@@ -16,7 +16,7 @@ real target tokens per second; and the ratio of the two (min-padding over
 equal-count). The device is printed: the script runs unchanged on a GPU.
 
     python scripts/benchmark_buckets.py --json benchmarks/buckets.json
-    python scripts/benchmark_buckets.py --quick     # a small model on 1,000 pairs, to test the script
+    python scripts/benchmark_buckets.py --quick     # a small model on 400 pairs, to test the script
 """
 
 import argparse
@@ -37,8 +37,8 @@ from keras_attention.training.corpus import training_data
 
 RECIPE = "transformer-tiny"
 SOURCE, TARGET = "en", "de"
-# --quick: a one-layer model on 1,000 pairs without XLA (batches padded to their longest pair), to test the script.
-QUICK = dict(max_train_examples=1000, vocab_size=300, length_buckets=4, jit_compile=False,
+# --quick: a one-layer model on 400 pairs without XLA (batches padded to their longest pair), to test the script.
+QUICK = dict(max_train_examples=400, vocab_size=300, length_buckets=4, jit_compile=False,
              overrides=dict(num_layers=1, intermediate_dim=64))
 
 
@@ -75,7 +75,7 @@ def epoch_seconds(model, batches, steps):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="timed epochs of each method (alternated)")
-    parser.add_argument("--quick", action="store_true", help="a small model, 1,000 pairs, one round")
+    parser.add_argument("--quick", action="store_true", help="a small model, 400 pairs, one round")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
     rounds = 1 if args.quick else args.rounds
