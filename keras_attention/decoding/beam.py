@@ -275,15 +275,15 @@ def _best_continuations(logits, finished, log_probs, lengths, beam, alpha, block
         # the best candidate's or padding's (no pass over the vocabulary for the maximum).
         shift = ops.maximum(top_logits[..., :1], logits[..., :1])  # (B, K, 1)
         normaliser = shift + ops.log(ops.sum(ops.exp(logits - shift), axis=-1, keepdims=True))  # (B, K, 1)
-    elif per_hypothesis:
-        top_logits, token_ids = ops.top_k(masked, per_hypothesis, sorted=True)  # (B, K, K)
+    else:
         normaliser = ops.logsumexp(logits, axis=-1, keepdims=True)  # (B, K, 1), padding's share included
+        if per_hypothesis:
+            top_logits, token_ids = ops.top_k(masked, per_hypothesis, sorted=True)  # (B, K, K)
     if per_hypothesis:
         pad_first = ops.where(ops.equal(ops.arange(per_hypothesis), 0), 0.0, NEG_INF)  # (K,)
         step_log_probs = ops.where(finished_rows, pad_first, top_logits - normaliser)
         token_ids = ops.where(finished_rows, 0, token_ids)
     else:
-        normaliser = ops.logsumexp(logits, axis=-1, keepdims=True)  # (B, K, 1), padding's share included
         pad_only = ops.where(ops.equal(ops.arange(vocab), 0), 0.0, NEG_INF)  # (V,)
         step_log_probs = ops.where(finished_rows, pad_only, masked - normaliser)  # (B, K, V)
     candidate_log_probs = ops.expand_dims(log_probs, -1) + step_log_probs  # (B, K, K or V)
