@@ -182,7 +182,8 @@ def signature_note(runs):
     text = "sacreBLEU signature " + ", ".join(f"`{signature}`" for signature in sorted(signed))
     text += ", lower-cased `case:lc`"
     if unsigned:
-        runs_without = f"the {unsigned} runs that recorded none were" if unsigned > 1 else "the run that recorded none was"
+        runs_without = (f"the {unsigned} runs that recorded none were" if unsigned > 1
+                        else "the run that recorded none was")
         text += f"; {runs_without} scored as `{settings}` by sacreBLEU 2.3 or later"
     return text
 
