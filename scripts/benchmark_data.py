@@ -174,7 +174,7 @@ def measure_training(args, tf, data, source_tok, target_tok):
     keras.utils.set_random_seed(0)
     model = Transformer(source_tok.vocab_size, target_tok.vocab_size, max_length=512, **PRESETS[args.preset])
     (source, target_in), _ = batches[0]
-    model((source[:1], target_in[:1]))  # built, so that compile builds the optimizer too (one trace, not two)
+    model((source[:1], target_in[:1]))  # built: the optimizer is then built before the step is traced
     model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=MaskedSparseCrossEntropy(), jit_compile=args.jit)
     model.fit(ds, steps_per_epoch=len(batches), epochs=1, verbose=0, shuffle=False)  # compiles every shape
     rates = []

@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_attention.base.validation import check_positive_int, check_rate
 from keras_attention.layers.attention_ops import combine_masks, masked_softmax
-from keras_attention.models.optimizer_build import BuildsOptimizerAtCompile
+from keras_attention.models.optimizer_build import BuildsOptimizerBeforeTracing
 
 # Signed distances i - j beyond this share one bias (section 3.4 of the paper).
 MAX_DISTANCE = 10
@@ -21,7 +21,7 @@ def _feedforward(name, units, num_layers, dropout):
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class DecomposableAttention(BuildsOptimizerAtCompile, keras.Model):
+class DecomposableAttention(BuildsOptimizerBeforeTracing, keras.Model):
     """Attend, compare, aggregate: a sentence-pair classifier without RNNs.
 
     The model of "A Decomposable Attention Model for Natural Language

@@ -1,20 +1,26 @@
-"""The models' optimizer variables made at `compile`, before the first training step is traced."""
+"""The models' optimizer variables made before the first training step is traced."""
+
+import keras
 
 
-class BuildsOptimizerAtCompile:
-    """Mixin for a `keras.Model`: `compile` builds the optimizer when the model is built.
+class BuildsOptimizerBeforeTracing:
+    """Mixin for a `keras.Model`: the optimizer is built when the training function is made.
 
     Keras' TensorFlow trainer, without a distribution strategy, leaves the
     optimizer's variables (Adam's moments, one pair a weight) to be made while
     it traces the first training step. TensorFlow then wraps each new variable
     in a conditional and traces the whole step a second time: the first epoch
     starts seconds later (twice as late for a small Transformer). Made here,
-    in the scope `compile` runs in (a strategy's, when there is one), they are
-    the variables Keras would make; training is unchanged. A model built after
-    `compile` is left to Keras.
+    just before the trace, in the model's strategy scope, they are the
+    variables Keras would make; training is unchanged. A model not yet built
+    is left to Keras; `compile` and `.keras` loading are Keras' own.
     """
 
-    def compile(self, *args, **kwargs):
-        super().compile(*args, **kwargs)
+    def make_train_function(self, force=False):
         if self.built and self.optimizer is not None and not self.optimizer.built:
-            self.optimizer.build(self.trainable_variables)
+            if keras.backend.backend() == "tensorflow":
+                with self.distribute_strategy.scope():
+                    self.optimizer.build(self.trainable_variables)
+            else:
+                self.optimizer.build(self.trainable_variables)
+        return super().make_train_function(force)

@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_attention.base.validation import check_choice, check_positive_int, check_rate
 from keras_attention.layers import BahdanauAttention, LuongAttention
-from keras_attention.models.optimizer_build import BuildsOptimizerAtCompile
+from keras_attention.models.optimizer_build import BuildsOptimizerBeforeTracing
 from keras_attention.models.time_scan import scan_carry
 
 # Named sizes for `Seq2SeqRNN.from_preset` (and `train --model bahdanau --preset ...`).
@@ -18,7 +18,7 @@ RNN_PRESETS = {
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class Seq2SeqRNN(BuildsOptimizerAtCompile, keras.Model):
+class Seq2SeqRNN(BuildsOptimizerBeforeTracing, keras.Model):
     """A recurrent encoder-decoder, with or without attention.
 
     The encoder is a (by default bidirectional) GRU or LSTM over the source

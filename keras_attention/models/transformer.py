@@ -6,7 +6,7 @@ from keras import ops
 from keras_attention.base.validation import check_choice, check_positive_int, check_rate
 from keras_attention.layers import PositionalEmbedding, TransformerDecoder, TransformerEncoder
 from keras_attention.models.initializers import headwise_glorot_uniform
-from keras_attention.models.optimizer_build import BuildsOptimizerAtCompile
+from keras_attention.models.optimizer_build import BuildsOptimizerBeforeTracing
 from keras_attention.models.transformer_decoding import TransformerDecoding
 
 PRESETS = {
@@ -22,7 +22,7 @@ PRESETS = {
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class Transformer(TransformerDecoding, BuildsOptimizerAtCompile, keras.Model):
+class Transformer(TransformerDecoding, BuildsOptimizerBeforeTracing, keras.Model):
     """Encoder-decoder Transformer for translation, from "Attention Is All You Need".
 
     Vaswani et al. (2017, https://arxiv.org/abs/1706.03762): a stack of

@@ -48,7 +48,7 @@ def check_fits_to_near_zero_loss(model, epochs=150, learning_rate=1e-2, threshol
     """At most `epochs` steps on one batch; it must reach a loss under `threshold` and every token right
     (judged on the mean of `steps_per_epoch` steps, and the fit stops there)."""
     source, target_in, target_out = toy_batch()
-    if keras.backend.backend() == "tensorflow":  # built, so that compile builds the optimizer (one trace, not two)
+    if keras.backend.backend() == "tensorflow":  # built: the optimizer is then built before the step is traced
         model((source[:1], target_in[:1]))  # (JAX's trainer builds it before tracing; an eager call costs there)
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate),

@@ -169,7 +169,7 @@ def test_learns_shared_word_rule():
     assert 0.3 < labels.mean() < 0.8
 
     model = DecomposableAttention(vocab, 2, embedding_dim=16, hidden_dim=32, dropout=0.0)
-    model.build()  # so that compile builds the optimizer (the step traced once)
+    model.build()  # so that the optimizer is built before the step is traced (traced once)
     model.compile(
         optimizer=keras.optimizers.Adam(1e-2),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -38,7 +38,7 @@ def _train_translator(folder, multi30k_dir):
         num_layers=1, d_model=64, num_heads=2, intermediate_dim=128,
     )
     (source_ids, target_in), _ = next(iter(batches))
-    model((source_ids[:1], target_in[:1]))  # built, so that compile builds the optimizer (the step traced once)
+    model((source_ids[:1], target_in[:1]))  # built: the optimizer is then built before the step is traced
     model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=MaskedSparseCrossEntropy(), jit_compile=False)
     model.fit(batches.take(30), epochs=1, verbose=0, shuffle=False)
     Translator(model, source, target, MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH).save(str(folder))

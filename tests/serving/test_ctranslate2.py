@@ -94,7 +94,7 @@ def trained(tokenizers, tmp_path_factory):
     model = Transformer(source_tok.vocab_size, target_tok.vocab_size, num_layers=2, d_model=32, num_heads=4,
                         intermediate_dim=64, max_length=40, dropout=0.0)
     (source, target_in), _ = next(iter(batches))
-    model((source[:1], target_in[:1]))  # built, so that compile builds the optimizer (the step traced once)
+    model((source[:1], target_in[:1]))  # built: the optimizer is then built before the step is traced
     model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=MaskedSparseCrossEntropy())
     model.fit(batches.take(300), verbose=0, shuffle=False)
     translator = Translator(model, source_tok, target_tok, max_source_length=40, max_target_length=16)
