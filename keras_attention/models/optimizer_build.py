@@ -1,6 +1,18 @@
 """The models' optimizer variables made before the first training step is traced."""
 
+import contextlib
+
 import keras
+
+
+def build_optimizer(model):
+    """Build `model.optimizer` for the model's trainable weights, in its strategy's scope, unless it is built."""
+    optimizer = model.optimizer
+    if optimizer is None or optimizer.built:
+        return
+    tensorflow = keras.backend.backend() == "tensorflow"
+    with model.distribute_strategy.scope() if tensorflow else contextlib.nullcontext():
+        optimizer.build(model.trainable_variables)
 
 
 class BuildsOptimizerBeforeTracing:
@@ -17,10 +29,6 @@ class BuildsOptimizerBeforeTracing:
     """
 
     def make_train_function(self, force=False):
-        if self.built and self.optimizer is not None and not self.optimizer.built:
-            if keras.backend.backend() == "tensorflow":
-                with self.distribute_strategy.scope():
-                    self.optimizer.build(self.trainable_variables)
-            else:
-                self.optimizer.build(self.trainable_variables)
+        if self.built:
+            build_optimizer(self)
         return super().make_train_function(force)

@@ -19,6 +19,7 @@ import keras
 import tensorflow as tf
 
 from keras_attention.base.files import replaced_atomically, write_json
+from keras_attention.models.optimizer_build import build_optimizer
 
 STEPS_ATTRIBUTE = "completed_steps"
 EPOCHS_ATTRIBUTE = "completed_epochs"
@@ -64,10 +65,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         self.completed_steps = self.completed_epochs = 0
         if not os.path.exists(self._weights_path):
             return 0
-        optimizer = self.model.optimizer
-        if optimizer is not None and not optimizer.built:
-            with self.model.distribute_strategy.scope():
-                optimizer.build(self.model.trainable_variables)
+        build_optimizer(self.model)  # its variables must exist to be loaded
         self.model.load_weights(self._weights_path)
         with h5py.File(self._weights_path, "r") as f:
             self.completed_steps = int(f.attrs[STEPS_ATTRIBUTE])
