@@ -127,7 +127,7 @@ def multi30k_dir():
 
 # The command line of the test run's one tiny finished run (`tiny_run`): its model and training, then its data.
 TINY_TRAINING = ["--model", "bahdanau", "--preset", "tiny", "--vocab-size", "200", "--max-length", "32",
-                 "--epochs", "1", "--batch-size", "16", "--no-jit", "--max-test-examples", "50"]
+                 "--epochs", "1", "--batch-size", "16", "--no-jit", "--max-test-examples", "50", "--bleu-sample", "0"]
 TINY_RUN = ["train", *TINY_TRAINING, "--dataset", "dates", "--max-train-examples", "128"]
 
 

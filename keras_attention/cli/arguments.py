@@ -268,6 +268,8 @@ def _add_train_command(commands):
     train.add_argument("--keep-checkpoints", type=checked("keep_checkpoints"), default=TRAIN.keep_checkpoints,
                        metavar="N",
                        help="keep the last N epochs' weights in OUTPUT/checkpoints (0: none)")
+    train.add_argument("--bleu-sample", type=checked("bleu_sample"), default=TRAIN.bleu_sample, metavar="N",
+                       help="validation sentences translated after each epoch for its BLEU (0: none)")
     train.add_argument("--share-embeddings", action="store_true",
                        help="Transformer: one embedding for source, target and output (needs --joint-vocabulary)")
     train.add_argument("--output", default=TRAIN.output_dir, help="the run folder")

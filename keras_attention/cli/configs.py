@@ -19,7 +19,7 @@ def config_from_args(args):
         max_test_examples=args.max_test_examples,
         backup_every_steps=args.backup_every_steps, keep_backup=args.keep_backup,
         resume=args.resume, overwrite=args.overwrite,
-        keep_checkpoints=args.keep_checkpoints, cache_limit=args.cache_limit,
+        keep_checkpoints=args.keep_checkpoints, bleu_sample=args.bleu_sample, cache_limit=args.cache_limit,
         share_embeddings=args.share_embeddings, overrides=_model_overrides(args),
     )
 

@@ -62,7 +62,7 @@ def test_every_range_is_used_by_some_flag():
     for action in parser.commands.values():
         flags |= {a.dest.removeprefix("decoding_") for a in action._actions
                   if getattr(a.type, "__name__", None) == a.dest.removeprefix("decoding_")}
-    assert flags == set(RANGES) - {"bleu_sample", "target_vocab_size"}  # these two: Python only
+    assert flags == set(RANGES) - {"target_vocab_size"}  # Python only
 
 
 def test_layers_models_and_decoding_use_the_same_words():
@@ -100,6 +100,13 @@ def test_dropout_flags_reach_the_model():
     args = _parser().parse_args(["train", "--model", "luong", "--attention-dropout", "0.1"])
     with pytest.raises(ValueError, match="--attention-dropout is for the Transformer.*--model luong"):
         config_from_args(args)
+
+
+def test_bleu_sample_flag_reaches_the_run_config():
+    from keras_attention.cli.configs import config_from_args
+
+    assert config_from_args(_parser().parse_args(["train", "--bleu-sample", "0"])).run.bleu_sample == 0
+    assert config_from_args(_parser().parse_args(["train"])).run.bleu_sample == TrainConfig().run.bleu_sample
 
 
 def test_size_flags_reach_the_transformer():

@@ -21,7 +21,7 @@ def test_train_and_translate_print_only_their_own_lines(tmp_path, capsys):
     run_dir = tmp_path / "run"
     trained = run("train", "--model", "bahdanau", "--preset", "tiny", "--dataset", "dates", "--vocab-size", "200",
                   "--max-length", "32", "--epochs", "2", "--batch-size", "32", "--max-train-examples", "64",
-                  "--max-test-examples", "50",
+                  "--max-test-examples", "50", "--bleu-sample", "8",
                   "--no-jit", "--output", str(run_dir))
     assert trained.returncode == 0, trained.stderr[-3000:]
     for stream in (trained.stdout, trained.stderr):

@@ -160,7 +160,7 @@ def _train_command(output):
             "--num-layers", "1", "--d-model", "32", "--num-heads", "2", "--intermediate-dim", "64",
             "--dataset", "dates", "--vocab-size", "200", "--max-length", "32", "--epochs", "3",
             "--batch-size", "16", "--max-train-examples", "320", "--max-test-examples", "20",
-            "--no-jit", "--seed", "1",
+            "--no-jit", "--seed", "1", "--bleu-sample", "0",
             "--backup-every-steps", "3", "--keep-checkpoints", "3", "--output", str(output), "--resume"]
 
 
