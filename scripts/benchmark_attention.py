@@ -2,7 +2,7 @@
 
 Self-attention, batch 8, d_model 256, 4 heads, sequence lengths 64 to 1024,
 forward and forward+backward, both compiled with XLA in `tf.function`, the
-same weights (copied). Each (length, pass) runs in its own process, where
+same weights (copied). Each length runs in its own process (both passes), where
 the two layers' calls alternate (A B A B) so that a slow moment of a shared
 machine hits both. Memory is what XLA's buffer assignment reserves for the compiled
 function (parameters, outputs and temporaries: "Total bytes used" in the
@@ -29,8 +29,9 @@ import tempfile
 from timing import device, write_json
 
 
-def measure(length, backward, batch, d_model, heads, repeats):
-    """Runs in a child process: both layers, calls alternated; prints one JSON line."""
+def measure(length, batch, d_model, heads, repeats):
+    """Runs in a child process: both layers, both passes, calls alternated; prints one JSON line,
+    `{pass: {layer: {"seconds", "memory_mib"}, "same_program": bool}}`."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     dump = tempfile.mkdtemp(prefix="xla_dump_")
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump}".strip()
@@ -48,7 +49,7 @@ def measure(length, backward, batch, d_model, heads, repeats):
         layer(x, x)
     layers["ours"].set_weights(layers["keras"].get_weights())  # same layout, same weights
 
-    def compiled(name, layer):
+    def compiled(name, layer, backward):
         def forward(x):
             return layer(x, x, use_causal_mask=True)
 
@@ -58,18 +59,22 @@ def measure(length, backward, batch, d_model, heads, repeats):
             return tape.gradient(loss, layer.trainable_variables)
 
         fn = forward_backward if backward else forward
-        fn.__name__ = f"{name}_{fn.__name__}"  # names the XLA module in the dump
+        # Names the XLA module in the dump; neither name is the start of the other.
+        fn.__name__ = f"{name}_{'forward_backward' if backward else 'forward_only'}"
         return tf.function(fn, jit_compile=True)
 
-    fns = {name: compiled(name, layer) for name, layer in layers.items()}
-    seconds = alternated_medians(fns, lambda fn: tf.nest.map_structure(lambda t: t.numpy(), fn(x)), repeats)
-    names = {name: fn.python_function.__name__ for name, fn in fns.items()}
-    result = {name: {"seconds": seconds[name], "memory_mib": xla_bytes_used(dump, names[name]) / 2**20}
-              for name in fns}
-    result["same_program"] = canonical_hlo(optimized_hlo(dump, names["ours"])) == canonical_hlo(
-        optimized_hlo(dump, names["keras"]))
+    results = {}
+    for backward in (False, True):
+        fns = {name: compiled(name, layer, backward) for name, layer in layers.items()}
+        seconds = alternated_medians(fns, lambda fn: tf.nest.map_structure(lambda t: t.numpy(), fn(x)), repeats)
+        names = {name: fn.python_function.__name__ for name, fn in fns.items()}
+        result = {name: {"seconds": seconds[name], "memory_mib": xla_bytes_used(dump, names[name]) / 2**20}
+                  for name in fns}
+        result["same_program"] = canonical_hlo(optimized_hlo(dump, names["ours"])) == canonical_hlo(
+            optimized_hlo(dump, names["keras"]))
+        results[PASSES[backward]] = result
     shutil.rmtree(dump, ignore_errors=True)
-    print(json.dumps(result))
+    print(json.dumps(results))
 
 
 def _dump_texts(dump, function_name, suffix, what):
@@ -107,8 +112,11 @@ def canonical_hlo(text):
                      for line in text.splitlines() if not line.startswith("HloModule"))
 
 
-def run_child(length, backward, args):
-    command = [sys.executable, __file__, "--child", str(length), str(int(backward)),
+PASSES = {False: "forward", True: "forward+backward"}
+
+
+def run_child(length, args):
+    command = [sys.executable, __file__, "--child", str(length),
                "--batch", str(args.batch), "--repeats", str(args.repeats)]
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -121,23 +129,23 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="one short length, to test the script")
     parser.add_argument("--json", help="write the figures to this file")
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        length, backward = args.child
-        return measure(int(length), bool(int(backward)), args.batch, 256, 4, args.repeats)
+        return measure(args.child, args.batch, 256, 4, args.repeats)
     if args.quick:
-        args.lengths, args.batch, args.repeats = [16], 2, 2  # a process for each pass
+        args.lengths, args.batch, args.repeats = [16], 2, 2
 
     rows = []
     print(f"device: {device()}; batch {args.batch}, d_model 256, 4 heads, causal self-attention")
     print(f"{'pass':17s} {'length':>6s} {'ours ms':>9s} {'keras ms':>9s} {'speed ratio':>11s} "
           f"{'ours MiB':>9s} {'keras MiB':>9s} {'same program':>12s}")
+    by_length = {length: run_child(length, args) for length in args.lengths}
     for backward in (False, True):
         for length in args.lengths:
-            measured = run_child(length, backward, args)
+            measured = by_length[length][PASSES[backward]]
             ours, theirs = measured["ours"], measured["keras"]
-            row = {"pass": "forward+backward" if backward else "forward", "length": length,
+            row = {"pass": PASSES[backward], "length": length,
                    "ours": ours, "keras": theirs, "speed_ratio": theirs["seconds"] / ours["seconds"],
                    "same_program": measured["same_program"]}
             rows.append(row)
