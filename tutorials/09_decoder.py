@@ -113,6 +113,7 @@ difference = np.abs(out - out_changed).max(-1)[0]  # per position
 print("decoder output:", out.shape, " (batch, target positions, d_model)")
 for position, d in enumerate(difference):
     print(f"position {position}: max change {d:.2e}")
+assert difference[:5].max() == 0.0, "a past position moved: the decoder read a future token"
 
 fig, ax = plt.subplots(figsize=(5.5, 3))
 ax.bar(range(8), difference, color=["tab:gray"] * 5 + ["tab:red"] * 3)
