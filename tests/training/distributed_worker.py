@@ -8,7 +8,8 @@
 
     python distributed_worker.py worker OUT.npz
         One epoch under the strategy named by $STRATEGY ("multi_worker" reads
-        TF_CONFIG; "default" gives the one-device reference); writes the final
+        TF_CONFIG; "default" gives the one-device reference, which the test runs
+        in its own process: `train_worker(OUT, "default")`); writes the final
         weights (named `weights/<path>`), the paths of those to compare with one
         device (`compared`), and the loss.
 
@@ -31,8 +32,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-MODE, OUT = sys.argv[1], sys.argv[2]
-if MODE == "replicas":
+if __name__ == "__main__" and sys.argv[1] == "replicas":
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
@@ -100,7 +100,7 @@ def fit_once(strategy, kind, optimizer, initial_weights, ds, example):
     return history.history, model.get_weights()
 
 
-def compare_replicas():
+def compare_replicas(out):
     ds, example = make_data()
     one = tf.distribute.get_strategy()
     two = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -121,12 +121,12 @@ def compare_replicas():
             "max_update": max(float(np.abs(a - b).max()) for a, b in zip(weights_1, initial)),
             "replicas": two.num_replicas_in_sync,
         }
-    with open(OUT, "w") as f:
+    with open(out, "w") as f:
         json.dump(results, f, indent=1)
 
 
-def train_worker():
-    strategy = get_strategy(os.environ.get("STRATEGY", "multi_worker"))
+def train_worker(out, strategy_name):
+    strategy = get_strategy(strategy_name)
     ds, example = make_data()
     with strategy.scope():
         model = make_model("transformer")
@@ -138,17 +138,17 @@ def train_worker():
     history = model.fit(ds, epochs=2, verbose=0, shuffle=False)
     weights = {f"weights/{w.path}": w.numpy() for w in model.weights}
     compared = np.array([w.path for w in model.weights if matches_one_device(w.path)])
-    np.savez(OUT, loss=np.array(history.history["loss"]), replicas=strategy.num_replicas_in_sync,
+    np.savez(out, loss=np.array(history.history["loss"]), replicas=strategy.num_replicas_in_sync,
              steps=int(model.optimizer.iterations.numpy()), compared=compared, **weights)
 
 
-def read_shards():
+def read_shards(out, prepared_folder):
     from keras_attention.data import PreparedCorpus
 
     from keras_attention.training.distribution import num_workers, worker_index
 
     strategy = get_strategy("multi_worker")
-    corpus = PreparedCorpus(sys.argv[3])
+    corpus = PreparedCorpus(prepared_folder)
     workers = num_workers(strategy)
     ds = corpus.dataset(batch_size=8, num_workers=workers, worker_index=worker_index(strategy), seed=1)
     rows, steps, sizes = [], 0, []
@@ -157,10 +157,16 @@ def read_shards():
         for local in strategy.experimental_local_results(source):
             sizes.append(int(local.shape[0]))
             rows.extend([int(i) for i in row if i != 0] for row in local.numpy())
-    with open(OUT, "w") as f:
+    with open(out, "w") as f:
         json.dump({"replicas": strategy.num_replicas_in_sync, "rows": rows, "steps": steps, "sizes": sizes,
                    "expected_steps": corpus.steps_per_epoch(batch_size=8, num_workers=workers)}, f)
 
 
 if __name__ == "__main__":
-    {"replicas": compare_replicas, "worker": train_worker, "shards": read_shards}[MODE]()
+    mode, out = sys.argv[1], sys.argv[2]
+    if mode == "replicas":
+        compare_replicas(out)
+    elif mode == "worker":
+        train_worker(out, os.environ.get("STRATEGY", "multi_worker"))
+    else:
+        read_shards(out, sys.argv[3])
