@@ -231,7 +231,7 @@ def prepare_corpora(args, work):
         report = data.CorpusReport()
         train = data.load_parallel_files(*corpus["files"], report=report, max_words=250, max_ratio=9.0)
         data.write_prepared_corpus(train, *tokenizers, corpus["prepared"], max_length=256, report=report,
-                            num_pairs=pairs, seed=0)
+                                   num_pairs=pairs, seed=0)
         corpus["prepare_seconds"] = time.perf_counter() - start
         log(f"{pairs:,} pairs: prepared in {corpus['prepare_seconds']:.0f} s")
     return corpora

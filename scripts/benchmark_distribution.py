@@ -116,9 +116,9 @@ def main(argv=None):
                      "runs_steps_per_second": [round(r, 2) for r in runs]})
     result = {"config": c, "timed_steps": steps, "repeats": repeats, "rows": rows,
               "environment": {"cpu_count": os.cpu_count(), "gpus": len(tf.config.list_physical_devices("GPU")),
-                          "logical_cpu_devices": len(tf.config.list_logical_devices("CPU")),
-                          "load_average": [round(x, 2) for x in os.getloadavg()],
-                          "platform": platform.platform(), "tensorflow": tf.__version__}}
+                              "logical_cpu_devices": len(tf.config.list_logical_devices("CPU")),
+                              "load_average": [round(x, 2) for x in os.getloadavg()],
+                              "platform": platform.platform(), "tensorflow": tf.__version__}}
     _print(result)
     write_json(args.json, result)
     return result

@@ -170,14 +170,14 @@ def concurrency(events):
             boundaries += [(start, 1, i), (end, -1, i)]
     boundaries.sort(key=lambda b: (b[0], b[1]))  # at equal times, ends before starts
     overlapped, busy, active, previous = collections.Counter(), 0, set(), None
-    for time, change, i in boundaries:
-        if active and time > previous:
-            span = time - previous
+    for moment, change, i in boundaries:
+        if active and moment > previous:
+            span = moment - previous
             busy += span
             if len({events[j][1] for j in active}) > 1:
                 for j in active:
                     overlapped[events[j][0]] += span
-        previous = time
+        previous = moment
         if change > 0:
             active.add(i)
         else:

@@ -338,4 +338,3 @@ def _export(args):
     xla = ", compiled with XLA" if args.jit_compile else ""
     print(f"exported: {path} (signatures serving_default and translate_ids, {options.method} decoding{xla})")
     return 0
-

@@ -191,4 +191,3 @@ def _languages(features):
     if hasattr(features, "keys"):
         return set(features.keys())
     return set()
-

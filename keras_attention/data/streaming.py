@@ -98,9 +98,9 @@ class CorpusReport:
         text = f"read {counts['read']:,} pairs, kept {counts['kept']:,}"
         if not skipped:
             return text + "; none skipped"
-        parts = ", ".join(f"{n:,} with {REASONS[k]}" if k in ("empty", "bad_ratio", "too_long",
-                                                             "too_long_tokens", "malformed")
-                          else f"{n:,} {REASONS[k]}" for k, n in skipped.items())
+        with_reason = ("empty", "bad_ratio", "too_long", "too_long_tokens", "malformed")
+        parts = ", ".join(f"{n:,} with {REASONS[k]}" if k in with_reason else f"{n:,} {REASONS[k]}"
+                          for k, n in skipped.items())
         return f"{text}; skipped {sum(skipped.values()):,}: {parts}"
 
 

@@ -122,8 +122,8 @@ class EpochLine(keras.callbacks.ProgbarLogger):
         super().on_epoch_end(epoch, self._shown(logs))
         if not self.verbose or not isinstance((logs or {}).get("epoch_seconds"), float):
             return
-        parts = [f"{logs[key]:.1f} s {name}" for key, name in (("validation_seconds", "validation"),
-                                                             ("bleu_seconds", "BLEU"))
+        named = (("validation_seconds", "validation"), ("bleu_seconds", "BLEU"))
+        parts = [f"{logs[key]:.1f} s {name}" for key, name in named
                  if isinstance(logs.get(key), float) and logs[key] > 0]
         print(f"epoch {epoch + 1}: {logs['epoch_seconds']:.1f} s" + (f", of which {', '.join(parts)}" if parts else ""),
               flush=True)

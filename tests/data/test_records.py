@@ -36,7 +36,7 @@ def corpus(tmp_path_factory):
     pairs = load_parallel_files(str(folder / "c.en"), str(folder / "c.de"), report=report)
     out = folder / "prepared"
     manifest = write_prepared_corpus(pairs, tok, tok, str(out), max_length=18, shard_size=700, seed=3,
-                              report=report, valid_pairs=pairs.take(5))
+                                     report=report, valid_pairs=pairs.take(5))
     # Every line's ids, tokenized in one batch a side (line by line is minutes of eager calls).
     ids = [[tuple(row) for row in tok.tokenize(lines).to_list()] for lines in (source, target)]
     return dict(folder=out, manifest=manifest, source=source, target=target, tok=tok, ids=list(zip(*ids)))
@@ -111,7 +111,7 @@ def test_one_pair_a_batch_gives_back_every_pair(corpus):
 def test_folder_checks(corpus, tmp_path):
     with pytest.raises(ValueError, match="already holds a prepared corpus"):
         write_prepared_corpus(None, corpus["tok"], corpus["tok"], str(corpus["folder"]), max_length=18,
-                       num_pairs=1)
+                              num_pairs=1)
     with pytest.raises(ValueError, match="not a prepared corpus"):
         PreparedCorpus(tmp_path)
     copy = tmp_path / "copy"
@@ -148,7 +148,7 @@ def test_overwrite_replaces_a_corpus_only_once_the_new_one_is_complete(corpus, t
         lambda i, pair: fails_half_way(i, pair))
     with pytest.raises(tf.errors.InvalidArgumentError, match="the source broke"):
         write_prepared_corpus(broken, corpus["tok"], corpus["tok"], folder, max_length=18, num_pairs=60,
-                       overwrite=True)
+                              overwrite=True)
     assert {name: (folder / name).read_bytes() for name in os.listdir(folder)} == before
     assert sorted(os.listdir(tmp_path)) == ["mine"]  # no staging folder left behind
     assert PreparedCorpus(folder).num_pairs == 50
@@ -213,8 +213,8 @@ def test_two_workers_split_each_batch_of_a_single_shard(corpus, tmp_path):
     import tensorflow as tf
     dataset = tf.data.Dataset.from_tensor_slices(tuple(map(list, zip(*pairs))))
     write_prepared_corpus(dataset, corpus["tok"], corpus["tok"], str(folder), max_length=64, num_pairs=400,
-                   shard_size=1000,
-                   seed=0)
+                          shard_size=1000,
+                          seed=0)
     rows, results = read_with_two_workers(folder, tmp_path)
     (everything,) = shard_index(folder)
     assert collections.Counter(rows[0]) + collections.Counter(rows[1]) <= everything  # no pair twice

@@ -22,7 +22,7 @@ def wmt14_dir(tmp_path):
 
 
 @pytest.mark.parametrize("split,prefix,n", [("train", "train", 5), ("validation", "newstest2013", 3),
-                                             ("test", "newstest2014", 4)])
+                                            ("test", "newstest2014", 4)])
 def test_splits_from_local_files(wmt14_dir, split, prefix, n):
     pairs = [(s.decode(), t.decode()) for s, t in load_wmt14("de", "en", split, wmt14_dir).as_numpy_iterator()]
     assert pairs == [(f"{prefix} de {i}", f"{prefix} en {i}") for i in range(n)]

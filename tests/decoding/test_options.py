@@ -85,7 +85,7 @@ def test_each_method_reads_its_own_settings():
     options = DecodingOptions(method="beam", beam_size=8, temperature=0.5, top_k=3)
     assert options.settings() == {"beam_size": 8, "length_penalty": 0.6}
     assert options.replace(method="sample").settings() == {"temperature": 0.5, "top_k": 3, "top_p": None,
-                                                          "seed": None}
+                                                           "seed": None}
     assert options.replace(method="greedy").settings() == {}
     # Settings a method ignores do not make other options: one decoder serves both.
     assert options.used() == DecodingOptions(method="beam", beam_size=8)

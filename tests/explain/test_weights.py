@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from keras import ops
 
 from keras_attention.explain import collect_attention, explain
 from keras_attention.models import Seq2SeqRNN
