@@ -74,7 +74,7 @@ BEAM = DecodingOptions(method="beam")  # 4 hypotheses, GNMT length penalty 0.6
 # model: its translations run shorter than the references, and a larger penalty lengthens them.
 LENGTH_PENALTIES = {"transformer-tiny": (0.6, 1.0, 1.5, 2.0, 3.0)}
 # --quick scores only the first test sentences (its models are untrained smoke).
-QUICK_TEST_SENTENCES = 100
+QUICK_TEST_SENTENCES = 32
 
 
 def recipe(model, direction):
