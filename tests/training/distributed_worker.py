@@ -76,8 +76,9 @@ def make_data():
 def make_model(kind):
     keras.utils.set_random_seed(7)
     if kind == "transformer":
+        # Named: the weights' paths must not depend on the models a process made before (the test's own).
         return Transformer(VOCAB, VOCAB, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32,
-                           dropout=0.0, max_length=16)
+                           dropout=0.0, max_length=16, name="transformer")
     return Seq2SeqRNN(VOCAB, VOCAB, attention="bahdanau", embedding_dim=8, units=16, dropout=0.0)
 
 
