@@ -42,10 +42,11 @@ def use_xla(optimization, pairs, strategy):
                    "that repay compiling; --jit forces it")
 
 
-def _resolve_xla(optimization, pairs, strategy):
+def _resolve_xla(optimization, pairs, strategy, verbose):
     """`optimization` with `jit_compile` decided (True or False, `use_xla`), and the choice printed."""
     xla, why = use_xla(optimization, pairs, strategy)
-    print(f"XLA: {'on' if xla else 'off'} ({why}).")
+    if verbose:
+        print(f"XLA: {'on' if xla else 'off'} ({why}).")
     return dataclasses.replace(optimization, jit_compile=xla)
 
 
@@ -187,7 +188,7 @@ class TrainingData:
     languages: tuple = None
 
 
-def training_data(config, strategy):
+def training_data(config, strategy, verbose=1):
     """Load the corpus, learn or read the vocabularies and make the batches.
 
     A corpus of at most `config.data.cache_limit` pairs is tokenized once and
@@ -197,7 +198,9 @@ def training_data(config, strategy):
     None) and the warm-up uses an estimate of the steps. A prepared corpus
     streams from its shards and knows its exact number of batches. Whether
     the training step compiles with XLA is decided here, from the corpus'
-    size (`use_xla`; `TrainingData.xla`), since it shapes the batches.
+    size (`use_xla`; `TrainingData.xla`), since it shapes the batches. With
+    `verbose` (as `fit`'s) it prints what it chose; a fallback that changes what
+    is trained (partial batches) is printed always.
     """
     data_config = config.data
     report = data.CorpusReport()
@@ -206,13 +209,13 @@ def training_data(config, strategy):
         raise ValueError(f"Training needs a training split; {description} has none: give --train-files.")
     workers = distribution.num_workers(strategy)
     if data_config.dataset == "prepared":
-        return _prepared_data(config, valid_pairs, test_pairs, description, report, strategy)
+        return _prepared_data(config, valid_pairs, test_pairs, description, report, strategy, verbose)
     total = report.lines if report.lines is not None else int(train_pairs.cardinality())
     total = None if total is not None and total < 0 else total
     if data_config.max_train_examples:
         train_pairs = train_pairs.take(data_config.max_train_examples)
         total = min(total, data_config.max_train_examples) if total else data_config.max_train_examples
-    optimization = _resolve_xla(config.optimization, total, strategy)  # from here on, jit_compile is True or False
+    optimization = _resolve_xla(config.optimization, total, strategy, verbose)  # jit_compile: True or False now
     streaming = total is None or total > data_config.cache_limit
     if streaming and workers > 1:
         raise ValueError(
@@ -223,12 +226,13 @@ def training_data(config, strategy):
 
     started = time.time()
     source_tok, target_tok = build_tokenizers(data_config, train_pairs, total)
-    print(f"Vocabularies: {source_tok.vocab_size} source and {target_tok.vocab_size} target tokens"
-          f"{' (joint)' if source_tok is target_tok else ''}, from at most {data_config.vocab_sample:,} "
-          f"sentences ({time.time() - started:.0f} s).")
+    if verbose:
+        print(f"Vocabularies: {source_tok.vocab_size} source and {target_tok.vocab_size} target tokens"
+              f"{' (joint)' if source_tok is target_tok else ''}, from at most {data_config.vocab_sample:,} "
+              f"sentences ({time.time() - started:.0f} s).")
     report.reset()  # count the training pass only, not the vocabulary's sample
     buckets = length_buckets(optimization, total)
-    if optimization.jit_compile:
+    if optimization.jit_compile and verbose:
         print(f"Length buckets: {buckets} (batch shapes XLA compiles for)"
               f"{'' if optimization.length_buckets else ', chosen from the pairs the run trains on'}, "
               f"{optimization.bucket_method.replace('_', '-')} boundaries.")
@@ -296,10 +300,10 @@ def _batch_words(optimization):
     return f"{optimization.batch_tokens} tokens" if optimization.batch_tokens else f"{optimization.batch_size} pairs"
 
 
-def _prepared_data(config, valid_pairs, test_pairs, description, report, strategy):
+def _prepared_data(config, valid_pairs, test_pairs, description, report, strategy, verbose):
     data_config = config.data
     corpus = data.PreparedCorpus(data_config.data_dir)
-    optimization = _resolve_xla(config.optimization, corpus.num_pairs, strategy)
+    optimization = _resolve_xla(config.optimization, corpus.num_pairs, strategy, verbose)
     source_tok, target_tok = corpus.tokenizers()
     boundaries = corpus.bucket_boundaries(length_buckets(optimization, corpus.num_pairs),
                                           method=optimization.bucket_method)
@@ -316,8 +320,9 @@ def _prepared_data(config, valid_pairs, test_pairs, description, report, strateg
                               worker_index=distribution.worker_index(strategy))
     counts = corpus.manifest.get("counts", {})
     skipped = {k: v for k, v in counts.items() if k not in ("lines", "read", "kept") and v}
-    print(f"Prepared corpus: {corpus.num_pairs:,} pairs in {len(corpus.files)} shards, "
-          f"{steps_per_epoch} steps an epoch; skipped when prepared: {skipped or 'none'}.")
+    if verbose:
+        print(f"Prepared corpus: {corpus.num_pairs:,} pairs in {len(corpus.files)} shards, "
+              f"{steps_per_epoch} steps an epoch; skipped when prepared: {skipped or 'none'}.")
     max_length = max(corpus.max_length)
     valid_ds = _valid_batches(optimization, valid_pairs, source_tok, target_tok, max_length)
     return TrainingData(train_ds, valid_ds, valid_pairs, test_pairs, source_tok, target_tok,

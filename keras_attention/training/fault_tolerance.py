@@ -165,10 +165,11 @@ def fit_resumable(model, dataset, epochs, steps_per_epoch, backup, callbacks=(),
         for name, values in result.history.items():
             history.setdefault(name, []).extend(values)
 
-    if backup.completed_steps and steps_per_epoch is None:
+    quiet = not fit_kwargs.get("verbose", "auto")  # as `fit`: 0 prints nothing
+    if backup.completed_steps and steps_per_epoch is None and not quiet:
         print(f"Resuming from the backup in {backup.backup_dir}: {backup.completed_steps} steps done; "
               f"epoch {epoch + 1} starts again from its first batch.")
-    elif backup.completed_steps:
+    elif backup.completed_steps and not quiet:
         print(f"Resuming from the backup in {backup.backup_dir}: {backup.completed_steps} steps done "
               f"(epoch {epoch + 1}, step {offset} of {steps_per_epoch}).")
     if offset:

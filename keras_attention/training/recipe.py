@@ -105,6 +105,13 @@ def train(config, verbose=1):
     after), `history.csv` and `results.json` (BLEU on the test split,
     timings, steps, what the corpus reader skipped, the configuration).
 
+    Args:
+        config: a `TrainConfig`.
+        verbose: as `fit`'s: 1 a progress bar, 2 a line an epoch, 0 nothing but the
+            notices that change the run (a restarted folder, partial batches, the time
+            limit stopping it). With 1 or 2 it also prints the strategy, the data, the
+            vocabularies and whether XLA compiles the step. Defaults to 1.
+
     Raises:
         data.CorpusError: with `config.data.strict_data`, the first bad training line
             (file and line named).
@@ -151,11 +158,14 @@ def _run(config, verbose, strategy, paths):
     optimization = config.optimization
     set_precision(optimization.precision)
     batch = f"{optimization.batch_tokens} tokens" if optimization.batch_tokens else optimization.batch_size
-    print(f"Strategy: {distribution.describe(strategy)}, global batch {batch}. Precision: {optimization.precision}.")
-    prepared = training_data(config, strategy)  # also decides XLA: it shapes the batches
+    if verbose:
+        print(f"Strategy: {distribution.describe(strategy)}, global batch {batch}. "
+              f"Precision: {optimization.precision}.")
+    prepared = training_data(config, strategy, verbose)  # also decides XLA: it shapes the batches
     jit_compile = prepared.xla
-    print(f"Data: {prepared.description}"
-          f"{'; streamed from disk' if prepared.streaming else '; tokenized once, cached in memory'}.")
+    if verbose:
+        print(f"Data: {prepared.description}"
+              f"{'; streamed from disk' if prepared.streaming else '; tokenized once, cached in memory'}.")
     model = build_and_compile(config, prepared, strategy)
 
     backup = ResumableBackup(paths.backup, save_freq=config.run.backup_every_steps or "epoch")

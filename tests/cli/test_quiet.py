@@ -28,6 +28,7 @@ def test_train_and_translate_print_only_their_own_lines(tmp_path, capsys):
         assert "\r" not in stream and "\x1b[" not in stream  # no progress bars in a log file
         assert "oneDNN" not in stream and "cuda" not in stream.lower() and "I0000" not in stream
     assert trained.stdout.count("Epoch 1/2") == 1 and "Epoch 2/2" in trained.stdout
+    assert "Strategy: " in trained.stdout and "XLA: off (--no-jit)." in trained.stdout  # verbose=2: what it chose
 
     # Translating, with XLA: still quiet, and the compiled decoding programs are written to --xla-cache (a later
     # process loading them is tests/base/test_xla_cache.py's test; a refused command's one line in a real process
