@@ -331,9 +331,11 @@ def _add_explain_command(commands):
 def _add_demo_command(commands):
     demo = commands.add_parser(
         "demo", help="train a small attention model, report BLEU, translate a few sentences and save the "
-                     "translator (replacing the previous demo's)",
+                     "translator (replacing an earlier demo's run, and no other)",
         epilog=_examples("keras-attention demo --output runs/demo"))
-    demo.add_argument("--output", default="runs/demo", help="the run folder (the previous demo's is replaced)")
+    demo.add_argument("--output", default="runs/demo",
+                      help="the run folder (an earlier demo's run there is replaced; any other run is kept and "
+                           "the demo refuses the folder)")
     demo.add_argument("--quick", action="store_true", help="a tiny run for tests (seconds, not minutes)")
     demo.add_argument("--data-dir", help=f"the Multi30k folder (default: ${DATA_ENV_VAR}, then the Keras cache; "
                       "without Multi30k the demo learns the generated dates corpus)")

@@ -2,14 +2,19 @@
 
 It uses Multi30k (English -> German) when the files can be read or
 downloaded, and otherwise the generated dates corpus, and says which and why.
+It replaces the run of an earlier demo in its output folder, and no other.
 """
 
+import os
 import sys
 
 from keras_attention.base.files import RunPaths
+from keras_attention.training.run_folder import RUN_ENTRIES
 from keras_attention.cli.reporting import print_summary
 from keras_attention.training.recipe import TrainConfig, train
 
+# A hidden file the demo leaves in its run folder: a later demo may replace that run (a run folder ignores it).
+DEMO_MARK = ".keras-attention-demo"
 EXAMPLES = {
     "multi30k": ["A man in a blue shirt is riding a bike.", "Two dogs play in the snow."],
     "dates": ["3 March 1999", "Tuesday, July 4, 2023", "le 14 juillet 1989"],
@@ -56,7 +61,8 @@ def demo_config(output_dir, quick=False, data_dir=None):
 def run_demo(output_dir="runs/demo", quick=False, data_dir=None):
     """Train, evaluate, translate and save; return a process exit code."""
     config, reason = demo_config(output_dir, quick=quick, data_dir=data_dir)
-    # Each demo replaces the previous demo's run (only once it has finished).
+    _claim(output_dir)
+    # An earlier demo's run is replaced, but only once this one has finished.
     config = config.replace(overwrite=True)
     print(f"Demo: {config.model.kind} ({config.model.preset}) on {config.data.dataset}: {reason}.")
     # Progress bars for a terminal; one line an epoch for a log file or a quick run.
@@ -70,3 +76,16 @@ def run_demo(output_dir="runs/demo", quick=False, data_dir=None):
     print(f"\nSaved the translator to {saved}. Try:\n"
           f"  keras-attention translate {saved} \"{EXAMPLES[config.data.dataset][0]}\"")
     return 0
+
+
+def _claim(output_dir):
+    """Mark `output_dir` as the demo's; refuse one that holds a run the demo did not make."""
+    mark = os.path.join(output_dir, DEMO_MARK)
+    if os.path.isdir(output_dir) and not os.path.exists(mark):
+        held = sorted(name for name in os.listdir(output_dir) if name in RUN_ENTRIES)
+        if held:
+            raise ValueError(f"{output_dir} holds a run the demo did not make ({', '.join(held)}); the demo "
+                             "replaces only its own: give it another --output, or move that run first.")
+    os.makedirs(output_dir, exist_ok=True)
+    with open(mark, "w", encoding="utf-8") as f:
+        f.write("This folder holds the run of `keras-attention demo`; the next demo replaces it.\n")

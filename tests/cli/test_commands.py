@@ -24,6 +24,19 @@ def test_demo_trains_evaluates_and_saves(demo_dir, capsys):
     assert (demo_dir / "history.csv").read_text().startswith("epoch")
 
 
+def test_the_demo_replaces_only_its_own_run(demo_dir, tmp_path, capsys):
+    from keras_attention.cli.demo import _claim
+
+    _claim(str(demo_dir))  # an earlier demo's folder: the next demo may replace its run
+    other = tmp_path / "mine"  # a run of the user's own: kept, and the demo refuses the folder in one line
+    (other / "translator").mkdir(parents=True)
+    (other / "results.json").write_text("{}")
+    assert main(["demo", "--quick", "--output", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds a run the demo did not make (results.json, translator)" in err, err
+    assert sorted(p.name for p in other.iterdir()) == ["results.json", "translator"]
+
+
 def test_translate_arguments_and_attention_plot(demo_dir, tmp_path, capsys):
     plot = tmp_path / "attention.png"
     code = main(["translate", str(demo_dir / "translator"), "3 March 1999", "4.7.2023",
