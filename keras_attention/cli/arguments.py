@@ -292,7 +292,7 @@ def _add_evaluate_command(commands):
     evaluate = commands.add_parser(
         "evaluate", help="BLEU and chrF of a saved translator",
         epilog=_examples("keras-attention evaluate runs/en-de/translator --split test --method beam --beam-size 4"))
-    evaluate.add_argument("translator", help="folder written by train (…/translator)")
+    evaluate.add_argument("translator", help="a run folder (from train) or its translator/ folder")
     _add_data_flags(evaluate)
     evaluate.add_argument("--split", default="test", choices=("train", "valid", "test"), help="the split to score")
     evaluate.add_argument("--max-examples", type=checked("max_examples"), metavar="N",

@@ -7,6 +7,7 @@ import sys
 import threading
 import warnings
 
+from keras_attention.base.corpus_files import is_prepared
 from keras_attention.base.files import RunPaths, read_translator_config, translator_folder
 from keras_attention.base.tensorflow_only import BackendError, require_tensorflow
 from keras_attention.base.validation import TruncationWarning
@@ -205,6 +206,7 @@ def _evaluate(args):
     from keras_attention.training.evaluation import evaluate_bleu
 
     translator = _load_translator(args)
+    _check_test_data(args, translator.metadata)
     args.source, args.target = _languages(args, translator)
     splits, description = load_splits(data_config(args))
     pairs = dict(zip(("train", "valid", "test"), splits))[args.split]
@@ -216,6 +218,16 @@ def _evaluate(args):
           f"{scores['num_sentences']} sentences")
     print(f"sacreBLEU signature (cased): {scores['bleu_signature']}")
     return 0
+
+
+def _check_test_data(args, metadata):
+    """Without --dataset, evaluate scores Multi30k (or the prepared corpus in --data-dir): refuse that for a
+    translator trained on other data (its `metadata`), whose scores there would mean nothing."""
+    trained_on = metadata.get("dataset")
+    if args.dataset or is_prepared(args.data_dir) or not trained_on or trained_on.startswith("Multi30k"):
+        return
+    raise ValueError(f"{args.translator} was trained on {trained_on}, and evaluate scores Multi30k unless told "
+                     "otherwise: name the test data (--dataset dates, or --dataset files --test-files SRC TGT).")
 
 
 def _translate(args):

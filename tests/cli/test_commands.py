@@ -118,6 +118,13 @@ def test_evaluate_takes_the_translators_languages_and_refuses_others(demo_dir, c
     assert "\n" not in err and "translates en->de; --source de contradicts it" in err
 
 
+def test_evaluate_names_the_test_data_of_a_translator_not_trained_on_multi30k(demo_dir, capsys):
+    # The demo's translator learned dates: scoring it on Multi30k, the default, is refused in one line.
+    assert main(["evaluate", str(demo_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "was trained on the generated dates corpus" in err and "--dataset" in err, err
+
+
 def test_evaluate_own_test_files_without_training_files(demo_dir, tmp_path, capsys):
     (tmp_path / "t.src").write_text("3 March 1999\n12 May 2001\n")
     (tmp_path / "t.tgt").write_text("1999-03-03\n2001-05-12\n")
