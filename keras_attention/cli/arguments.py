@@ -30,12 +30,13 @@ TRANSFORMER_SIZES = {
 TRANSFORMER_SIZE_FLAGS = {flag: name for flag, (name, _) in TRANSFORMER_SIZES.items()}
 
 
-def _add_data_flags(parser):
+def _add_data_flags(parser, evaluate=False):
     group = parser.add_argument_group("data")
     group.add_argument("--dataset", choices=DATASETS,
                        help="default: prepared when --data-dir holds a prepared corpus, else multi30k")
-    group.add_argument("--source", help=f"source language (default: {TRAIN.source}; evaluate: the translator's)")
-    group.add_argument("--target", help=f"target language (default: {TRAIN.target}; evaluate: the translator's)")
+    default = "the translator's" if evaluate else TRAIN.source
+    group.add_argument("--source", help=f"source language (default: {default})")
+    group.add_argument("--target", help=f"target language (default: {default if evaluate else TRAIN.target})")
     group.add_argument("--data-dir", help=f"corpus folder: Multi30k (default: ${DATA_ENV_VAR}, then the "
                        "Keras cache), WMT14 files or TFDS data, or a folder made by `prepare`")
     group.add_argument("--train-files", nargs="+",
@@ -65,8 +66,9 @@ def _add_corpus_flags(parser):
     group.add_argument("--max-length", type=checked("max_length"), default=TRAIN.max_length,
                        help="longest sentence in tokens")
     group.add_argument("--max-train-examples", type=checked("max_train_examples"), metavar="N",
-                       help="train on the first N pairs only (default: all)")
-    group.add_argument("--seed", type=int, default=TRAIN.seed, help="seed of the shuffles and initial weights")
+                       help="use the first N training pairs only (default: all)")
+    group.add_argument("--seed", type=int, default=TRAIN.seed,
+                       help="seed of the shuffles (and, in train, of the initial weights)")
 
 
 def _add_training_flags(parser):
@@ -88,8 +90,8 @@ def _add_training_flags(parser):
     group.add_argument("--peak-learning-rate", type=checked("peak_learning_rate"),
                        help=f"Transformer: the schedule's rate after the warm-up (default: {PEAK_LEARNING_RATE:g})")
     group.add_argument("--lr-schedule", default=TRAIN.lr_schedule, choices=LR_SCHEDULES,
-                       help="Transformer: after the warm-up the rate decays as 1/sqrt(step) (the default), or as "
-                            "half a cosine, to zero at the last step of --epochs")
+                       help="Transformer: after the warm-up the rate decays as 1/sqrt(step) (inverse_sqrt), or "
+                            "as half a cosine to zero at the last step of --epochs (cosine)")
     group.add_argument("--label-smoothing", type=checked("label_smoothing"), default=TRAIN.label_smoothing,
                        help="probability spread over the other tokens in the loss's targets")
     group.add_argument("--dropout", type=checked("dropout"), help="the model's dropout rate (default: the preset's)")
@@ -105,7 +107,7 @@ def _add_training_flags(parser):
     xla = group.add_mutually_exclusive_group()
     xla.add_argument("--jit", action="store_true",
                      help="compile the training step with XLA however short the run (default: when it trains "
-                          f"on at least {XLA_MIN_PAIRS:,} pairs, epochs included)")
+                          f"on at least {XLA_MIN_PAIRS:,} pairs, epochs included, or on a corpus of unknown size)")
     xla.add_argument("--no-jit", action="store_true", help="do not compile with XLA")
     group.add_argument("--length-buckets", type=checked("length_buckets"), metavar="N",
                        help="length buckets of the training batches, each one batch shape under XLA "
@@ -293,7 +295,7 @@ def _add_evaluate_command(commands):
         "evaluate", help="BLEU and chrF of a saved translator",
         epilog=_examples("keras-attention evaluate runs/en-de/translator --split test --method beam --beam-size 4"))
     evaluate.add_argument("translator", help="a run folder (from train) or its translator/ folder")
-    _add_data_flags(evaluate)
+    _add_data_flags(evaluate, evaluate=True)
     evaluate.add_argument("--split", default="test", choices=("train", "valid", "test"), help="the split to score")
     evaluate.add_argument("--max-examples", type=checked("max_examples"), metavar="N",
                           help="score only the first N pairs of the split (default: all)")
