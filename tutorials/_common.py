@@ -299,11 +299,12 @@ class TrainingClock(keras.callbacks.Callback):
         self.elapsed, self.rates, self.kept = 0.0, [], []
 
     def on_train_batch_begin(self, batch, logs=None):
+        # Read before the step: the optimizer's rate is the schedule's at the steps done so far, the coming one's.
+        self.rates.append(float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)))
         self.started = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
         self.elapsed += time.perf_counter() - self.started
-        self.rates.append(float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)))
         if self.elapsed >= self.marks[len(self.kept)]:
             self.kept.append(dict(seconds=self.elapsed, steps=len(self.rates),
                                   learning_rate=sum(self.rates) / len(self.rates), weights=self.model.get_weights()))
