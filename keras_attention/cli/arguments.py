@@ -68,7 +68,8 @@ def _add_corpus_flags(parser):
     group.add_argument("--max-train-examples", type=checked("max_train_examples"), metavar="N",
                        help="use the first N training pairs only (default: all)")
     group.add_argument("--seed", type=int, default=TRAIN.seed,
-                       help="seed of the shuffles (and, in train, of the initial weights)")
+                       help="seed of the shuffles and of the generated dates (and, in train, of the initial "
+                            "weights)")
 
 
 def _add_training_flags(parser):

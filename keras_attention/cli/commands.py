@@ -202,11 +202,15 @@ def _explain(args):
 
 def _evaluate(args):
     data_config(args).check_paths(args.split)  # before TensorFlow's seconds of import
+    keras_engine = getattr(args, "engine", "keras") == "keras"
+    if keras_engine:  # its metadata is read without TensorFlow; a CTranslate2 export's once loaded
+        _check_test_data(args, read_translator_config(translator_folder(args.translator)).get("metadata") or {})
     from keras_attention.training.corpus import load_splits
     from keras_attention.training.evaluation import evaluate_bleu
 
     translator = _load_translator(args)
-    _check_test_data(args, translator.metadata)
+    if not keras_engine:
+        _check_test_data(args, translator.metadata)
     args.source, args.target = _languages(args, translator)
     splits, description = load_splits(data_config(args))
     pairs = dict(zip(("train", "valid", "test"), splits))[args.split]
@@ -226,8 +230,12 @@ def _check_test_data(args, metadata):
     trained_on = metadata.get("dataset")
     if args.dataset or is_prepared(args.data_dir) or not trained_on or trained_on.startswith("Multi30k"):
         return
-    raise ValueError(f"{args.translator} was trained on {trained_on}, and evaluate scores Multi30k unless told "
-                     "otherwise: name the test data (--dataset dates, or --dataset files --test-files SRC TGT).")
+    if args.test_files or args.valid_files:
+        hint = "--dataset files (or tsv) to read the files given"
+    else:
+        hint = "--dataset files, tsv, dates, wmt14, tfds or prepared, or --dataset multi30k to score it there anyway"
+    raise ValueError(f"{args.translator} was trained on {trained_on}, and evaluate scores Multi30k unless "
+                     f"--dataset names the test data: {hint}.")
 
 
 def _translate(args):

@@ -5,15 +5,17 @@ downloaded, and otherwise the generated dates corpus, and says which and why.
 It replaces the run of an earlier demo in its output folder, and no other.
 """
 
+import json
 import os
 import sys
 
-from keras_attention.base.files import RunPaths
-from keras_attention.training.run_folder import RUN_ENTRIES
+from keras_attention.base.corpus_files import sha256_of
+from keras_attention.base.files import RunPaths, write_json
 from keras_attention.cli.reporting import print_summary
 from keras_attention.training.recipe import TrainConfig, train
 
-# A hidden file the demo leaves in its run folder: a later demo may replace that run (a run folder ignores it).
+# A hidden file (a run folder ignores it) the demo writes when it has finished: the SHA-256 of that run's
+# results.json. A later demo replaces the run only while the two still match, so never a run trained there since.
 DEMO_MARK = ".keras-attention-demo"
 EXAMPLES = {
     "multi30k": ["A man in a blue shirt is riding a bike.", "Two dogs play in the snow."],
@@ -60,32 +62,41 @@ def demo_config(output_dir, quick=False, data_dir=None):
 
 def run_demo(output_dir="runs/demo", quick=False, data_dir=None):
     """Train, evaluate, translate and save; return a process exit code."""
+    _check_folder(output_dir)  # first: choosing the data may download Multi30k
     config, reason = demo_config(output_dir, quick=quick, data_dir=data_dir)
-    _claim(output_dir)
     # An earlier demo's run is replaced, but only once this one has finished.
     config = config.replace(overwrite=True)
     print(f"Demo: {config.model.kind} ({config.model.preset}) on {config.data.dataset}: {reason}.")
     # Progress bars for a terminal; one line an epoch for a log file or a quick run.
     translator, results = train(config, verbose=1 if sys.stdout.isatty() and not quick else 2)
+    paths = RunPaths(output_dir)
+    write_json(os.path.join(output_dir, DEMO_MARK), {"results_sha256": sha256_of(paths.results)})
 
     print_summary(results)
     print("\nTranslations:")
     for sentence, output in zip(EXAMPLES[config.data.dataset], translator(EXAMPLES[config.data.dataset])):
         print(f"  {sentence}\n    -> {output}")
-    saved = RunPaths(output_dir).translator
+    saved = paths.translator
     print(f"\nSaved the translator to {saved}. Try:\n"
           f"  keras-attention translate {saved} \"{EXAMPLES[config.data.dataset][0]}\"")
     return 0
 
 
-def _claim(output_dir):
-    """Mark `output_dir` as the demo's; refuse one that holds a run the demo did not make."""
-    mark = os.path.join(output_dir, DEMO_MARK)
-    if os.path.isdir(output_dir) and not os.path.exists(mark):
-        held = sorted(name for name in os.listdir(output_dir) if name in RUN_ENTRIES)
-        if held:
-            raise ValueError(f"{output_dir} holds a run the demo did not make ({', '.join(held)}); the demo "
-                             "replaces only its own: give it another --output, or move that run first.")
-    os.makedirs(output_dir, exist_ok=True)
-    with open(mark, "w", encoding="utf-8") as f:
-        f.write("This folder holds the run of `keras-attention demo`; the next demo replaces it.\n")
+def _check_folder(output_dir):
+    """Refuse `output_dir` when it holds a run that is not the one a demo finished there."""
+    if not os.path.isdir(output_dir):
+        return  # new, or a file: the run folder's own check names it
+    held = sorted(name for name in os.listdir(output_dir) if name in RunPaths.ENTRIES)
+    if held and not _demo_finished_here(output_dir):
+        raise ValueError(f"{output_dir} holds a run that is not one the demo finished there ({', '.join(held)}); "
+                         "the demo replaces only its own: give it another --output, or move that run first.")
+
+
+def _demo_finished_here(output_dir):
+    results = RunPaths(output_dir).results
+    try:
+        with open(os.path.join(output_dir, DEMO_MARK), encoding="utf-8") as f:
+            mark = json.load(f)
+        return isinstance(mark, dict) and mark.get("results_sha256") == sha256_of(results)
+    except (OSError, ValueError):  # no mark, no results.json, or a mark that is not ours
+        return False

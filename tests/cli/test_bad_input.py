@@ -203,9 +203,10 @@ PROGRAM = ("import sys; from keras_attention.cli import main; code = main(sys.ar
      "needs --test-files SOURCE TARGET: the split evaluated (--split test)"),
     (lambda w: ["evaluate", "RUN", "--dataset", "prepared", "--split", "valid"],
      "--dataset prepared reads a local folder"),
+    (lambda w: ["evaluate", "RUN"], "was trained on the generated dates corpus (human dates -> ISO 8601), and"),
 ], ids=["train file", "data dir", "same languages", "unknown language", "prepare file", "files without files",
         "tsv without a file", "tfds without a name", "prepared without a folder", "wmt14 without a folder",
-        "evaluate files without the split", "evaluate prepared without a folder"])
+        "evaluate files without the split", "evaluate prepared without a folder", "evaluate dates on Multi30k"])
 def test_a_bad_corpus_is_refused_before_tensorflow_starts(command, words, tmp_path, request):
     """Checks that need no TensorFlow come before its seconds of import, and leave no folder behind."""
     (tmp_path / "a.en").write_text("a\n", encoding="utf-8")

@@ -2,6 +2,7 @@
 
 import io
 import os
+import shutil
 import sys
 
 import pytest
@@ -24,17 +25,28 @@ def test_demo_trains_evaluates_and_saves(demo_dir, capsys):
     assert (demo_dir / "history.csv").read_text().startswith("epoch")
 
 
-def test_the_demo_replaces_only_its_own_run(demo_dir, tmp_path, capsys):
-    from keras_attention.cli.demo import _claim
+def test_the_demo_replaces_only_a_run_it_finished(demo_dir, tmp_path, capsys):
+    from keras_attention.cli.demo import _check_folder
 
-    _claim(str(demo_dir))  # an earlier demo's folder: the next demo may replace its run
-    other = tmp_path / "mine"  # a run of the user's own: kept, and the demo refuses the folder in one line
-    (other / "translator").mkdir(parents=True)
-    (other / "results.json").write_text("{}")
-    assert main(["demo", "--quick", "--output", str(other)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "holds a run the demo did not make (results.json, translator)" in err, err
-    assert sorted(p.name for p in other.iterdir()) == ["results.json", "translator"]
+    _check_folder(str(demo_dir))  # the run a demo finished: the next demo may replace it
+    logged = tmp_path / "logged"  # a folder holding a log only holds no run
+    logged.mkdir()
+    (logged / "demo.log").write_text("")
+    _check_folder(str(logged))
+    # A run of the user's own, and one trained since over a demo's (its results changed): kept, and the demo
+    # refuses the folder in one line.
+    mine = tmp_path / "mine"
+    (mine / "translator").mkdir(parents=True)
+    (mine / "results.json").write_text("{}")
+    retrained = tmp_path / "retrained"
+    shutil.copytree(demo_dir, retrained)
+    (retrained / "results.json").write_text("{}")
+    for folder in (mine, retrained):
+        before = sorted(p.name for p in folder.iterdir())
+        assert main(["demo", "--quick", "--output", str(folder)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "holds a run that is not one the demo finished there" in err, err
+        assert sorted(p.name for p in folder.iterdir()) == before
 
 
 def test_translate_arguments_and_attention_plot(demo_dir, tmp_path, capsys):
@@ -123,6 +135,28 @@ def test_evaluate_names_the_test_data_of_a_translator_not_trained_on_multi30k(de
     assert main(["evaluate", str(demo_dir)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "was trained on the generated dates corpus" in err and "--dataset" in err, err
+
+
+@pytest.mark.parametrize("trained_on, flags, refused", [
+    ("Multi30k en->de", [], False),
+    (None, [], False),  # a translator saved without metadata: nothing to go by
+    ("parallel files a.en / a.de", ["--dataset", "files", "--test-files", "t.en", "t.de"], False),
+    ("parallel files a.en / a.de", ["--dataset", "multi30k"], False),  # asked for
+    ("parallel files a.en / a.de", [], "--dataset files, tsv, dates"),
+    ("parallel files a.en / a.de", ["--test-files", "t.en", "t.de"], "--dataset files (or tsv) to read the files"),
+])
+def test_evaluate_scores_multi30k_only_for_what_learned_it_or_when_asked(trained_on, flags, refused):
+    from keras_attention.cli.arguments import parse_command_line
+    from keras_attention.cli.commands import _check_test_data
+
+    args = parse_command_line(["evaluate", "RUN", *flags])
+    metadata = {"dataset": trained_on} if trained_on else {}
+    if not refused:
+        _check_test_data(args, metadata)
+        return
+    with pytest.raises(ValueError, match="evaluate scores Multi30k unless --dataset names the test data") as error:
+        _check_test_data(args, metadata)
+    assert refused in str(error.value)
 
 
 def test_evaluate_own_test_files_without_training_files(demo_dir, tmp_path, capsys):
