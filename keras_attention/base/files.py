@@ -75,6 +75,10 @@ class RunPaths:
     # What a run writes into its folder; any of them means the folder holds a run.
     ENTRIES = ("translator", "backup", "checkpoints", "history.csv", "results.json")
 
+    def held(self):
+        """The run entries `root` holds, in `ENTRIES` order: empty when it holds no run."""
+        return [name for name in self.ENTRIES if os.path.exists(os.path.join(self.root, name))]
+
 
 def translator_folder(path):
     """`path` when it holds a translator, else its `translator/` folder when it has one (a run

@@ -10,7 +10,7 @@ from keras_attention.base.options import (BUCKET_METHODS, DATASETS, DEFAULT_BUCK
                                           PRESET_NAMES, RECIPE_LEARNING_RATES, SHARD_SIZE, STRATEGIES,
                                           WARMUP_FRACTION, XLA_MIN_PAIRS)
 from keras_attention.base.options import argument_type as checked
-from keras_attention.cli.decoding_flags import add_decoding_options
+from keras_attention.cli.decoding_flags import add_decoding_options, add_translation_flags, add_xla_cache_flags
 from keras_attention.decoding.options import EXPORT_DEFAULTS, SEARCH_METHODS
 from keras_attention.training.config import TrainConfig
 
@@ -118,7 +118,7 @@ def _add_training_flags(parser):
                        help="where the length buckets' boundaries go: about as many pairs in each "
                             "(equal_count) or the fewest padded tokens (min_padding); default: "
                             f"{DEFAULT_BUCKET_METHOD}")
-    _add_xla_cache_flags(group)
+    add_xla_cache_flags(group)
     group.add_argument("--no-cpu-dropout", action="store_true",
                        help="Keras' dropout random numbers even under XLA on a CPU "
                             "(see keras_attention.models.cpu_kernels)")
@@ -301,7 +301,7 @@ def _add_evaluate_command(commands):
     evaluate.add_argument("--split", default="test", choices=("train", "valid", "test"), help="the split to score")
     evaluate.add_argument("--max-examples", type=checked("max_examples"), metavar="N",
                           help="score only the first N pairs of the split (default: all)")
-    _add_decoding_flags(evaluate)
+    add_translation_flags(evaluate)
 
 
 def _add_translator_and_sentences(parser):
@@ -315,7 +315,7 @@ def _add_translate_command(commands):
         epilog=_examples("keras-attention translate runs/en-de/translator \"A dog runs in the park.\" --method beam",
                          "keras-attention translate runs/en-de/translator < sentences.txt"))
     _add_translator_and_sentences(translate)
-    _add_decoding_flags(translate)
+    add_translation_flags(translate)
     translate.add_argument("--plot-attention", metavar="FILE.png", help="save the first sentence's attention map")
     translate.add_argument("--html", metavar="FILE.html",
                            help="also write the attention explorer page of the sentences (greedy or beam)")
@@ -382,25 +382,3 @@ def _add_export_command(commands):
     export.add_argument("--quantization", choices=QUANTIZATIONS,
                         help="CTranslate2 only: weight type (default: float32)")
     export.add_argument("--overwrite", action="store_true", help="CTranslate2 only: replace an existing folder")
-
-
-def _add_xla_cache_flags(group):
-    group.add_argument("--xla-cache", metavar="DIR",
-                       help="keep XLA's compiled programs here, for later runs of the same shapes "
-                            "(default: $KERAS_ATTENTION_XLA_CACHE, else ~/.cache/keras-attention/xla)")
-    group.add_argument("--no-xla-cache", action="store_true", help="compile every XLA program anew")
-
-
-def _add_decoding_flags(parser):
-    group = parser.add_argument_group("decoding")
-    add_decoding_options(group, ("method", "beam_size", "length_penalty", "temperature", "top_k", "top_p", "seed"))
-    group.add_argument("--engine", default="keras", choices=("keras", "ctranslate2"),
-                       help="keras: our decoder on a translator folder; ctranslate2: a folder written by "
-                            "export --format ctranslate2 (greedy, beam or sample; length penalty as "
-                            "CTranslate2 defines it)")
-    group.add_argument("--jit-compile", action="store_true",
-                       help="keras engine: compile greedy and beam decoding with XLA (each new batch size and "
-                            "length bucket compiles once; faster after that)")
-    _add_xla_cache_flags(group)
-    group.add_argument("--compute-type", default="default",
-                       help="ctranslate2 engine: CTranslate2's compute type (default, int8, float16, ...)")

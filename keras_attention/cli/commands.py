@@ -9,6 +9,7 @@ import warnings
 
 from keras_attention.base.corpus_files import is_prepared
 from keras_attention.base.files import RunPaths, read_translator_config, translator_folder
+from keras_attention.base.options import DATASETS
 from keras_attention.base.tensorflow_only import BackendError, require_tensorflow
 from keras_attention.base.validation import TruncationWarning
 from keras_attention.base.xla_cache import use_xla_cache
@@ -233,7 +234,9 @@ def _check_test_data(args, metadata):
     if args.test_files or args.valid_files:
         hint = "--dataset files (or tsv) to read the files given"
     else:
-        hint = "--dataset files, tsv, dates, wmt14, tfds or prepared, or --dataset multi30k to score it there anyway"
+        others = [name for name in DATASETS if name != "multi30k"]
+        hint = (f"--dataset {', '.join(others[:-1])} or {others[-1]}, "
+                "or --dataset multi30k to score it there anyway")
     raise ValueError(f"{args.translator} was trained on {trained_on}, and evaluate scores Multi30k unless "
                      f"--dataset names the test data: {hint}.")
 

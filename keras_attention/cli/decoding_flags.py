@@ -1,4 +1,5 @@
-"""The command line's decoding flags, made from the fields of `DecodingOptions`."""
+"""The command line's decoding flags, made from the fields of `DecodingOptions`, and the engine and XLA flags
+beside them."""
 
 import dataclasses
 
@@ -42,3 +43,27 @@ def options_from_args(args, defaults=DEFAULTS):
         raise ValueError(f"{flags}: {'a setting' if len(ignored) == 1 else 'settings'} of --method {owner}, "
                          f"not of --method {options.method}; add --method {owner}, or leave {flags} out.")
     return options
+
+
+def add_xla_cache_flags(group):
+    """`--xla-cache DIR` and `--no-xla-cache`, for the commands that compile with XLA."""
+    group.add_argument("--xla-cache", metavar="DIR",
+                       help="keep XLA's compiled programs here, for later runs of the same shapes "
+                            "(default: $KERAS_ATTENTION_XLA_CACHE, else ~/.cache/keras-attention/xla)")
+    group.add_argument("--no-xla-cache", action="store_true", help="compile every XLA program anew")
+
+
+def add_translation_flags(parser):
+    """The decoding group of `evaluate` and `translate`: the search, the engine that runs it, and XLA."""
+    group = parser.add_argument_group("decoding")
+    add_decoding_options(group, ("method", "beam_size", "length_penalty", "temperature", "top_k", "top_p", "seed"))
+    group.add_argument("--engine", default="keras", choices=("keras", "ctranslate2"),
+                       help="keras: our decoder on a translator folder; ctranslate2: a folder written by "
+                            "export --format ctranslate2 (greedy, beam or sample; length penalty as "
+                            "CTranslate2 defines it)")
+    group.add_argument("--jit-compile", action="store_true",
+                       help="keras engine: compile greedy and beam decoding with XLA (each new batch size and "
+                            "length bucket compiles once; faster after that)")
+    add_xla_cache_flags(group)
+    group.add_argument("--compute-type", default="default",
+                       help="ctranslate2 engine: CTranslate2's compute type (default, int8, float16, ...)")

@@ -86,7 +86,7 @@ def _check_folder(output_dir):
     """Refuse `output_dir` when it holds a run that is not the one a demo finished there."""
     if not os.path.isdir(output_dir):
         return  # new, or a file: the run folder's own check names it
-    held = sorted(name for name in os.listdir(output_dir) if name in RunPaths.ENTRIES)
+    held = RunPaths(output_dir).held()
     if held and not _demo_finished_here(output_dir):
         raise ValueError(f"{output_dir} holds a run that is not one the demo finished there ({', '.join(held)}); "
                          "the demo replaces only its own: give it another --output, or move that run first.")

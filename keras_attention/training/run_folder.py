@@ -41,7 +41,7 @@ class RunFolder:
         if os.path.exists(previous):
             raise ValueError(f"{previous} holds a run that an interrupted --overwrite set aside: "
                              f"move its contents back into {self.path} or delete it, then run again.")
-        held = self.entries()
+        held = self.paths.held()
         # A log written beside the run (`train ... > OUTPUT/train.log`) and hidden entries are no one's data.
         others = sorted(name for name in os.listdir(self.path) if name not in RUN_ENTRIES
                         and not name.startswith(".") and not name.endswith(".log")) if not self.created else []
@@ -65,9 +65,6 @@ class RunFolder:
                 os.replace(os.path.join(self.path, name), os.path.join(previous, name))
         os.makedirs(self.path, exist_ok=True)
 
-    def entries(self):
-        return [name for name in RUN_ENTRIES if os.path.exists(os.path.join(self.path, name))]
-
     def finished(self):
         """The new run is complete: drop what `overwrite` set aside."""
         if self.set_aside:
@@ -82,7 +79,7 @@ class RunFolder:
         does the folder if this run created it.
         """
         if self.set_aside:
-            for name in self.entries():
+            for name in self.paths.held():
                 _remove(os.path.join(self.path, name))
             for name in os.listdir(self.set_aside):
                 os.replace(os.path.join(self.set_aside, name), os.path.join(self.path, name))
@@ -90,7 +87,7 @@ class RunFolder:
             return
         if os.path.exists(self.paths.backup):
             return
-        for name in set(self.entries()) - set(self.held):
+        for name in set(self.paths.held()) - set(self.held):
             _remove(os.path.join(self.path, name))
         for folder in self.created:  # the folders this run made, if it left nothing in them
             if os.path.isdir(folder) and not os.listdir(folder):

@@ -45,3 +45,16 @@ def test_run_paths_name_every_entry_of_a_run_folder():
     paths = RunPaths(os.path.join("runs", "x"))
     names = [paths.translator, paths.backup, paths.checkpoints, paths.history, paths.results]
     assert names == [os.path.join("runs", "x", entry) for entry in RunPaths.ENTRIES]
+
+
+def test_run_paths_held_lists_only_the_run_entries_present(tmp_path):
+    from keras_attention.base.files import RunPaths
+
+    paths = RunPaths(str(tmp_path))
+    assert paths.held() == []
+    (tmp_path / "train.log").write_text("a log beside the run\n")
+    (tmp_path / ".keras-attention-demo").write_text("{}")
+    assert paths.held() == []
+    os.makedirs(paths.checkpoints)
+    (tmp_path / "history.csv").write_text("epoch\n")
+    assert paths.held() == ["checkpoints", "history.csv"]

@@ -142,7 +142,7 @@ def test_evaluate_names_the_test_data_of_a_translator_not_trained_on_multi30k(de
     (None, [], False),  # a translator saved without metadata: nothing to go by
     ("parallel files a.en / a.de", ["--dataset", "files", "--test-files", "t.en", "t.de"], False),
     ("parallel files a.en / a.de", ["--dataset", "multi30k"], False),  # asked for
-    ("parallel files a.en / a.de", [], "--dataset files, tsv, dates"),
+    ("parallel files a.en / a.de", [], "--dataset dates, files, tsv, tfds, wmt14 or prepared, or --dataset multi30k"),
     ("parallel files a.en / a.de", ["--test-files", "t.en", "t.de"], "--dataset files (or tsv) to read the files"),
 ])
 def test_evaluate_scores_multi30k_only_for_what_learned_it_or_when_asked(trained_on, flags, refused):
