@@ -10,6 +10,7 @@ all check through `check_range`. Nothing here imports Keras.
 
 import dataclasses
 import math
+import numbers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,11 +33,12 @@ class Range:
         return noun
 
     def contains(self, value):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        # numbers.Integral and Real hold NumPy's scalars too (np.int64(8) as Keras' layers take it), not bools.
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             return False
-        if self.kind is int and not isinstance(value, int):
+        if self.kind is int and not isinstance(value, numbers.Integral):
             return False
-        if isinstance(value, float) and not math.isfinite(value):  # an int is finite (and may be too big for a float)
+        if not isinstance(value, numbers.Integral) and not math.isfinite(value):  # an int may be too big for a float
             return False
         if self.low is not None and (value <= self.low if self.low_open else value < self.low):
             return False
@@ -51,10 +53,11 @@ PROBABILITY_BELOW_ONE = Range(float, 0, 1, high_open=True)
 
 
 def check_range(name, value, allowed):
-    """Return `value` if the `Range` `allowed` contains it, else raise ValueError naming both."""
+    """Return `value` as a Python int or float if the `Range` `allowed` contains it, else raise ValueError
+    naming both (a config then holds no NumPy scalar, which JSON cannot write)."""
     if not allowed.contains(value):
         raise ValueError(f"`{name}` must be {allowed.describe()}. Received: {name}={value!r}")
-    return value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 def check_positive_int(name, value):

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_attention.layers import attention_ops
-from keras_attention.layers.validation import check_mask
+from keras_attention.layers.validation import check_mask, check_same_batch
 
 
 class AlignmentAttention(keras.layers.Layer):
@@ -73,6 +73,7 @@ class AlignmentAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
+        check_same_batch(query=query.shape, value=value.shape, key=None if key is None else key.shape)
         check_mask("value_mask", value_mask, tuple(value.shape[:2]))
         single_step = len(query.shape) == 2
         if single_step:

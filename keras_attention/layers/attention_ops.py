@@ -60,7 +60,7 @@ def causal_mask(query_length, key_length, offset=0):
 
     Example:
 
-    >>> causal_mask(3, 3).numpy().astype(int).tolist()  # doctest: +SKIP
+    >>> ops.convert_to_numpy(causal_mask(3, 3)).astype(int).tolist()
     [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
     """
     q = ops.expand_dims(ops.arange(query_length) + offset, -1)  # (T_q, 1)

@@ -2,7 +2,7 @@
 
 import keras
 from keras import ops
-from keras.src.backend import set_keras_mask
+from keras.src.backend import get_keras_mask, set_keras_mask
 
 from keras_attention.base.validation import check_rate
 from keras_attention.layers import attention_ops
@@ -214,27 +214,37 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             # only; one passed by hand masks the query rows the same way.
             rows = ops.expand_dims(ops.cast(query_mask, "bool"), -1)  # (B, T_q, 1)
             attention_mask = attention_ops.combine_masks(attention_mask, rows)
-        if cache is None:
-            if cache_update_index is not None:
-                raise ValueError(
-                    "`cache_update_index` needs a `cache`. Received: cache=None, "
-                    f"cache_update_index={cache_update_index}"
-                )
-            return super().call(
-                query,
-                value,
-                key=key,
-                value_mask=value_mask,
-                key_mask=key_mask,
-                attention_mask=attention_mask,
-                return_attention_scores=return_attention_scores,
-                training=training,
-                use_causal_mask=use_causal_mask,
+        if cache is None and cache_update_index is not None:
+            raise ValueError(
+                "`cache_update_index` needs a `cache`. Received: cache=None, "
+                f"cache_update_index={cache_update_index}"
             )
-        return self._call_with_cache(
-            query, value, key, value_mask, key_mask, attention_mask,
-            return_attention_scores, training, use_causal_mask, cache, cache_update_index,
-        )
+        # Keras' layer clears the Keras masks of the tensors it is given (its projections must not see
+        # them); they are put back after, so a tensor that feeds several layers (an encoder output read by
+        # each decoder block) keeps its padding mask for the next one.
+        inputs = [x for x in (query, value, key) if x is not None]
+        masks = [get_keras_mask(x) for x in inputs]
+        try:
+            if cache is None:
+                return super().call(
+                    query,
+                    value,
+                    key=key,
+                    value_mask=value_mask,
+                    key_mask=key_mask,
+                    attention_mask=attention_mask,
+                    return_attention_scores=return_attention_scores,
+                    training=training,
+                    use_causal_mask=use_causal_mask,
+                )
+            return self._call_with_cache(
+                query, value, key, value_mask, key_mask, attention_mask,
+                return_attention_scores, training, use_causal_mask, cache, cache_update_index,
+            )
+        finally:
+            for x, mask in zip(inputs, masks):
+                if mask is not None:
+                    set_keras_mask(x, mask)
 
     def _check_masks(self, query, value, key, query_mask, value_mask, key_mask, attention_mask, cache):
         batch, query_length = query.shape[0], query.shape[1]

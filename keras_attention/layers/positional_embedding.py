@@ -53,7 +53,7 @@ class PositionalEmbedding(keras.layers.Layer):
 
     >>> layer = PositionalEmbedding(vocab_size=100, d_model=16, mask_zero=True)
     >>> ids = keras.ops.convert_to_tensor([[5, 9, 2, 0, 0]])
-    >>> tuple(layer(ids).shape), layer.compute_mask(ids).numpy().tolist()
+    >>> tuple(layer(ids).shape), keras.ops.convert_to_numpy(layer.compute_mask(ids)).tolist()
     ((1, 5, 16), [[True, True, True, False, False]])
     """
 

@@ -69,13 +69,15 @@ class TransformerBlock(keras.layers.Layer):
 
     # Builders -----------------------------------------------------------------
 
-    def _check_model_dim(self, shape, name):
+    def _check_model_dim(self, shape, name, split_into_heads=True):
+        """The width of `name`; it divides into heads when the attention's sizes come from it (the keys and
+        values of cross-attention are projected to the decoder's head size, whatever the encoder's width)."""
         if len(shape) != 3 or shape[-1] is None:
             raise ValueError(
                 f"`{name}` must have shape (batch, length, d_model). Received: {name}.shape={tuple(shape)}"
             )
         d_model = shape[-1]
-        if d_model % self.num_heads:
+        if split_into_heads and d_model % self.num_heads:
             raise ValueError(
                 f"The model width must divide evenly into heads. Received: "
                 f"{name}.shape[-1]={d_model}, num_heads={self.num_heads}"

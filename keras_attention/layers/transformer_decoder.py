@@ -91,7 +91,7 @@ class TransformerDecoder(TransformerBlock):
         self.self_attention_norm = self._make_norm("self_attention_norm", decoder_sequence_shape)
         self.cross_attention = None
         if encoder_sequence_shape is not None:
-            self._check_model_dim(encoder_sequence_shape, "encoder_sequence")
+            self._check_model_dim(encoder_sequence_shape, "encoder_sequence", split_into_heads=False)
             self.cross_attention = self._make_attention(
                 "cross_attention", d_model, decoder_sequence_shape, encoder_sequence_shape
             )
@@ -106,7 +106,11 @@ class TransformerDecoder(TransformerBlock):
         return self.self_attention.init_cache(batch_size, max_length, dtype)
 
     def compute_cross_attention_cache(self, encoder_sequence):
-        """Keys and values `(B, N, S, H)` of the encoder output, computed once."""
+        """Keys and values `(B, N, S, H)` of the encoder output, computed once.
+
+        The cache holds no mask: pass the encoder's padding mask as `encoder_padding_mask` with it at each
+        step, or padded source positions are attended to.
+        """
         if self.cross_attention is None:
             raise ValueError("This decoder block was built without cross-attention.")
         return self.cross_attention.compute_cache(encoder_sequence)
@@ -122,6 +126,7 @@ class TransformerDecoder(TransformerBlock):
         return_self_attention_scores=False,
         **kwargs,
     ):
+        _check_cross_scores(encoder_sequence is not None or cross_attention_cache is not None, return_attention_scores)
         keys_length = None
         if cross_attention_cache is not None:
             keys_length = cross_attention_cache[0].shape[2]
@@ -178,6 +183,7 @@ class TransformerDecoder(TransformerBlock):
                 f"{'None' if encoder_sequence is None else tuple(encoder_sequence.shape)}, "
                 f"built with cross-attention: {self.cross_attention is not None}"
             )
+        _check_cross_scores(has_encoder, return_attention_scores)
         self._check_masks(decoder_sequence, encoder_sequence, decoder_padding_mask, encoder_padding_mask,
                           decoder_attention_mask, self_attention_cache, cross_attention_cache)
         if decoder_padding_mask is None:
@@ -234,3 +240,11 @@ class TransformerDecoder(TransformerBlock):
         if self_attention_cache is not None:
             outputs += (self_attention_cache,)
         return outputs[0] if len(outputs) == 1 else outputs
+
+
+def _check_cross_scores(has_encoder, return_attention_scores):
+    """A block without an encoder has no cross-attention weights to return."""
+    if return_attention_scores and not has_encoder:
+        raise ValueError("`return_attention_scores` returns the cross-attention weights, and a decoder-only block "
+                         "has none: use `return_self_attention_scores=True`. Received: return_attention_scores=True "
+                         "without `encoder_sequence`")

@@ -32,6 +32,15 @@ def check_attention_shapes(query_shape, value_shape, key_shape):
         )
 
 
+def check_same_batch(**shapes):
+    """Raise ValueError unless the tensors' batch sizes (`name=shape`, None for an absent tensor) agree
+    where known."""
+    known = {name: tuple(shape) for name, shape in shapes.items() if shape is not None and shape[0] is not None}
+    if len({shape[0] for shape in known.values()}) > 1:
+        received = ", ".join(f"{name}.shape={shape}" for name, shape in known.items())
+        raise ValueError(f"{', '.join(known)} must have the same batch size. Received: {received}")
+
+
 def refuse_positional(layer, args, names):
     """Raise TypeError for arguments passed by position where `names` must be keywords."""
     if args:

@@ -29,6 +29,17 @@ def test_accepted_values_come_back():
     assert check_choice("score", "dot", ("dot", "general")) == "dot"
 
 
+def test_numpy_scalars_are_numbers_and_come_back_as_python_ones():
+    import numpy as np
+
+    units, dropout = check_positive_int("units", np.int64(8)), check_rate("dropout", np.float32(0.25))
+    assert (units, dropout) == (8, 0.25) and type(units) is int and type(dropout) is float
+    for value in (np.bool_(True), np.float64(2.0), np.float64(math.nan)):
+        with pytest.raises(ValueError, match=r"^`units` must be an integer >= 1\. Received: units="):
+            check_positive_int("units", value)
+    with pytest.raises(ValueError, match=r"Received: dropout="):
+        check_rate("dropout", np.float64(math.nan))
+
 @pytest.mark.parametrize("value", [1, 1.0, -0.1, math.nan, False])
 def test_rate_is_below_one(value):
     with pytest.raises(ValueError, match=r"^`dropout` must be a number in \[0, 1\)\. Received: dropout="):

@@ -290,6 +290,28 @@ def test_encoder_attention_scores_and_padding():
     np.testing.assert_allclose(kept, _np(out)[mask], atol=1e-5)
 
 
+def test_stacked_blocks_keep_the_keras_mask_of_a_tensor_they_share():
+    # One encoder output read by two decoder blocks, one embedding read by two encoders: padding the
+    # source must change no real position, so every block must see the Keras mask (attention layers
+    # clear the masks of their inputs while they run).
+    from keras_attention.layers import PositionalEmbedding
+
+    source, target = keras.Input((None,), dtype="int32"), keras.Input((None,), dtype="int32")
+    embed = PositionalEmbedding(vocab_size=20, d_model=D, mask_zero=True)
+    embedded = embed(source)
+    memory = TransformerEncoder(num_heads=HEADS, intermediate_dim=FF)(embedded)
+    beside = TransformerEncoder(num_heads=HEADS, intermediate_dim=FF)(embedded)
+    y = embed(target)
+    for _ in range(2):
+        y = TransformerDecoder(num_heads=HEADS, intermediate_dim=FF)(y, memory)
+    model = keras.Model([source, target], [y, beside])
+    tokens = np.array([[1, 2]], "int32")
+    y_short, beside_short = model([np.array([[3, 4, 5]], "int32"), tokens])
+    y_padded, beside_padded = model([np.array([[3, 4, 5, 0, 0]], "int32"), tokens])
+    np.testing.assert_allclose(_np(y_padded), _np(y_short), atol=1e-5)
+    np.testing.assert_allclose(_np(beside_padded)[:, :3], _np(beside_short), atol=1e-5)
+
+
 # Bad arguments ------------------------------------------------------------------
 
 
@@ -341,6 +363,23 @@ def test_decoder_must_be_called_as_built():
     with pytest.raises(ValueError, match="cross-attention"):
         decoder(_randn(2, 3, D))
 
+
+def test_the_encoder_width_need_not_divide_into_heads():
+    # Cross-attention projects the encoder output to the decoder's head size: any encoder width will do;
+    # the decoder's own width still divides into heads.
+    decoder = TransformerDecoder(num_heads=HEADS, intermediate_dim=FF)
+    y, scores = decoder(_randn(2, 3, D), _randn(2, 5, 13), return_attention_scores=True)
+    assert tuple(y.shape) == (2, 3, D) and tuple(scores.shape) == (2, HEADS, 3, 5)
+    with pytest.raises(ValueError, match=r"decoder_sequence.shape\[-1\]=13, num_heads=4"):
+        TransformerDecoder(num_heads=HEADS, intermediate_dim=FF)(_randn(2, 3, 13), _randn(2, 5, D))
+
+def test_a_decoder_only_block_refuses_to_return_cross_attention_weights():
+    # In a functional model (the spec) and when called: the weights do not exist, say so at once.
+    message = "decoder-only block has none: use `return_self_attention_scores=True`"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TransformerDecoder(num_heads=2, intermediate_dim=FF)(keras.Input((None, D)), return_attention_scores=True)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TransformerDecoder(num_heads=2, intermediate_dim=FF)(_randn(2, 3, D), return_attention_scores=True)
 
 @pytest.mark.parametrize("block", [TransformerEncoder, TransformerDecoder])
 def test_attention_kernel_initializer_reaches_the_attention_kernels_only(block):
