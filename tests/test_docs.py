@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MODULES = {name: name for name in ("layers", "models", "data", "decoding", "explain", "training", "serving")}
 MODULES["explain.plotting"] = "plotting"
 
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     site_dir = tmp_path_factory.mktemp("site")

@@ -109,12 +109,17 @@ def check_option(name, value):
 
 
 def check_options(config):
-    """`check_option` for every field of the dataclass (or dict) `config` that has a range."""
-    if not isinstance(config, dict):
-        config = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)}
-    for name, value in config.items():
-        if name in RANGES:
-            check_option(name, value)
+    """`check_option` for every field of the dataclass (or dict) `config` that has a range; a checked
+    value is stored back as a Python number (a NumPy scalar would not go into JSON)."""
+    fields = config if isinstance(config, dict) else {
+        field.name: getattr(config, field.name) for field in dataclasses.fields(config)}
+    for name, value in list(fields.items()):
+        if name in RANGES and value is not None:
+            checked = check_option(name, value)
+            if isinstance(config, dict):
+                config[name] = checked
+            else:
+                object.__setattr__(config, name, checked)  # frozen dataclasses too
 
 
 def argument_type(name):

@@ -57,11 +57,19 @@ def check_range(name, value, allowed):
     naming both (a config then holds no NumPy scalar, which JSON cannot write)."""
     if not allowed.contains(value):
         raise ValueError(f"`{name}` must be {allowed.describe()}. Received: {name}={value!r}")
+    return python_number(value)
+
+
+def python_number(value):
+    """`value` as a Python int or float if it is a number (NumPy's scalars too) but not a bool; else `value`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return value
     return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 def check_positive_int(name, value):
-    """Return `value` if it is an int >= 1 (not a bool), else raise ValueError naming it."""
+    """Return `value` as a Python int if it is an integer >= 1 (NumPy's too, not a bool), else raise
+    ValueError naming it."""
     return check_range(name, value, COUNT)
 
 

@@ -1,6 +1,7 @@
 """`DecodingOptions`: how a translator decodes, each setting's default and check in one place."""
 
 import dataclasses
+import numbers
 
 from keras_attention.base.options import check_option
 from keras_attention.base.validation import check_choice
@@ -74,9 +75,12 @@ class DecodingOptions:
             if getattr(self, name) is None:
                 raise ValueError(f"`{name}` must be set; leave it out for its default. Received: {name}=None")
         for name in ("beam_size", "length_penalty", "temperature", "top_k", "top_p", "max_length"):
-            check_option(name, getattr(self, name))
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
-            raise ValueError(f"`seed` must be an integer or None. Received: seed={self.seed!r}")
+            if getattr(self, name) is not None:  # stored back as a Python number
+                object.__setattr__(self, name, check_option(name, getattr(self, name)))
+        if self.seed is not None:
+            if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral):
+                raise ValueError(f"`seed` must be an integer or None. Received: seed={self.seed!r}")
+            object.__setattr__(self, "seed", int(self.seed))
         for name in ("length_penalty", "temperature", "top_p"):  # 1 and 1.0 make the same options
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, float(getattr(self, name)))

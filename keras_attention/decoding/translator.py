@@ -141,7 +141,7 @@ class Translator(tf.Module):
         length = tf.shape(source_ids)[1]
         padding = -length % XLA_LENGTH_MULTIPLE
         padded = tf.pad(source_ids, [[0, 0], [0, padding]], constant_values=self.source_tokenizer.pad_id)
-        result = self._decoder(options, return_attention, xla=True)(padded)
+        result = self._function(options, return_attention, xla=True)(padded)
         if return_attention:  # (B, L, S + padding) -> (B, L, S)
             result = result._replace(attention=result.attention[..., :length])
         return result
@@ -171,15 +171,26 @@ class Translator(tf.Module):
         common.pop("return_attention")
         return sample(self.model, source_ids, **options.settings(), **common)
 
-    def _decoder(self, options, return_attention, xla=False):
-        """A `tf.function` of source ids `(B, S)` of any batch size and length,
-        one per decoding setting: `decode_ids` (which, with `jit_compile`,
-        calls the XLA one), or with `xla=True` `_decode` in XLA-compiled chunks.
+    def decoding_function(self, options=None, return_attention=False, **settings):
+        """A `tf.function` that decodes int32 source ids `(B, S)` of any batch size and length as
+        `decode_ids` does, traced once and kept (one per decoding setting; `options` and `settings`
+        as in `translate`).
 
         Run eagerly, the decoding loop dispatches every op of every step from
         Python; traced once, a sentence decodes as fast as in the exported
-        SavedModel (scripts/benchmark_inference.py measures both).
+        SavedModel (scripts/benchmark_inference.py measures both). Functions
+        that call it (the export's two signatures) share one traced loop.
+
+        Example:
+
+        >>> beam = translator.decoding_function(method="beam", beam_size=4)  # doctest: +SKIP
+        >>> result = beam(translator.source_ids(tf.constant(["A dog runs."]))[0])  # doctest: +SKIP
         """
+        return self._function(self.resolve_options(options, **settings), return_attention)
+
+    def _function(self, options, return_attention, xla=False):
+        """`decoding_function`, or with `xla=True` `_decode` in XLA-compiled chunks (its source padded to a
+        multiple of `XLA_LENGTH_MULTIPLE` by `decode_ids`)."""
         options = self.resolve_options(options).used()
         key = (options, bool(return_attention), xla)
         decoders = self.__dict__.setdefault("_decoders", {})  # not a tracked attribute of the tf.Module
@@ -231,7 +242,7 @@ class Translator(tf.Module):
         if options.method == "sample":  # eager, so that `seed` gives the same draws as it always has
             result = self.decode_ids(ids, options, return_attention=return_attention)
         else:
-            result = self._decoder(options, return_attention)(ids)
+            result = self.decoding_function(options, return_attention)(ids)
         tokens = np.asarray(result.tokens)
         texts = [t.decode("utf-8") for t in self.target_tokenizer.detokenize(tokens).numpy()]
         translation = Translation(texts, tokens, np.asarray(result.scores), truncated=truncated)

@@ -95,6 +95,7 @@ class AlignmentAttention(keras.layers.Layer):
     def compute_output_spec(self, query, value, key=None, value_mask=None, projected_keys=None,
                             return_attention_scores=False, training=None):
         """Symbolic outputs: the context and, if asked, the weights `(B, [T_q,] T_v)`."""
+        check_same_batch(query=query.shape, value=value.shape, key=None if key is None else key.shape)
         context = keras.KerasTensor(self.compute_output_shape(query.shape, value.shape), dtype=self.compute_dtype)
         if not return_attention_scores:
             return context

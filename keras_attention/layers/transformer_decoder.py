@@ -48,7 +48,7 @@ class TransformerDecoder(TransformerBlock):
 
     Call arguments:
         decoder_sequence: `(B, T, d_model)`, the embedded target prefix.
-        encoder_sequence: `(B, S, d_model)`, the encoder output, or None.
+        encoder_sequence: `(B, S, d_enc)`, the encoder output (of any width), or None.
         decoder_padding_mask: boolean `(B, T)`. Defaults to the Keras mask of
             `decoder_sequence`. While a cache is filled, `(B, T)` covers the
             new tokens and `(B, T_max)` the whole cache (which keeps a padded

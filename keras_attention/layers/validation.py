@@ -38,7 +38,8 @@ def check_same_batch(**shapes):
     known = {name: tuple(shape) for name, shape in shapes.items() if shape is not None and shape[0] is not None}
     if len({shape[0] for shape in known.values()}) > 1:
         received = ", ".join(f"{name}.shape={shape}" for name, shape in known.items())
-        raise ValueError(f"{', '.join(known)} must have the same batch size. Received: {received}")
+        names = [f"`{name}`" for name in known]
+        raise ValueError(f"{', '.join(names[:-1])} and {names[-1]} must have the same batch size. Received: {received}")
 
 
 def refuse_positional(layer, args, names):

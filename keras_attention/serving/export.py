@@ -161,11 +161,14 @@ def _serving_module(translator, options):
     module.source_tokenizer = translator.source_tokenizer
     module.target_tokenizer = translator.target_tokenizer
     max_source_length = translator.max_source_length
+    # Both signatures call one decoding loop, traced here (a `tf.function` called while another is traced
+    # would be traced again for each caller).
+    decode = translator.decoding_function(options).get_concrete_function()
 
     def translate(sentences):
         sentences = _with_rank(sentences, "sentences", "a vector of strings, shape (B,)", 1)
         source_ids, lengths = translator.source_ids(sentences)
-        result = translator.decode_ids(source_ids, options)
+        result = decode(source_ids)
         blank = tf.strings.length(tf.strings.strip(sentences)) == 0  # empty in, empty out
         return {
             "translations": tf.where(blank, "", translator.target_tokenizer.detokenize(result.tokens)),
@@ -179,7 +182,7 @@ def _serving_module(translator, options):
         ids = tf.where((source_ids < 0) | (source_ids >= tokenizer.vocab_size), tokenizer.unk_id, source_ids)
         pieces = tf.RaggedTensor.from_tensor(ids, padding=tokenizer.pad_id)  # (B, None)
         source_ids = _add_markers(pieces, tokenizer, max_source_length)
-        result = translator.decode_ids(source_ids, options)
+        result = decode(source_ids)
         return {
             "tokens": result.tokens,
             "scores": result.scores,

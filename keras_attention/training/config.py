@@ -19,7 +19,7 @@ from keras_attention.base.corpus_files import expand_files
 from keras_attention.base.options import (BUCKET_METHODS, DATASETS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES,
                                           MODEL_KINDS, PRECISIONS, PRESET_NAMES, RECIPE_LEARNING_RATES, STRATEGIES,
                                           check_multi30k_languages, check_options)
-from keras_attention.base.validation import check_choice
+from keras_attention.base.validation import check_choice, python_number
 
 SPLITS = ("train", "valid", "test")  # what a job reads of its data set (`DataConfig.check_paths`)
 
@@ -153,7 +153,9 @@ class ModelConfig:
     cpu_rows: bool = True
 
     def __post_init__(self):
-        object.__setattr__(self, "overrides", dict(self.overrides or {}))  # a copy: the caller's dict may change
+        # A copy (the caller's dict may change), with NumPy's numbers as Python's, which JSON writes.
+        overrides = {name: python_number(value) for name, value in (self.overrides or {}).items()}
+        object.__setattr__(self, "overrides", overrides)
         check_options(self)
         check_options(self.overrides)  # dropout and sizes: the ranges the command line checks
         check_choice("model", self.kind, MODEL_KINDS)

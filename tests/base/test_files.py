@@ -57,4 +57,5 @@ def test_run_paths_held_lists_only_the_run_entries_present(tmp_path):
     assert paths.held() == []
     os.makedirs(paths.checkpoints)
     (tmp_path / "history.csv").write_text("epoch\n")
-    assert paths.held() == ["checkpoints", "history.csv"]
+    os.makedirs(paths.translator)
+    assert paths.held() == ["translator", "checkpoints", "history.csv"]  # ENTRIES' order, not the alphabet's

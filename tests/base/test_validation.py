@@ -40,6 +40,7 @@ def test_numpy_scalars_are_numbers_and_come_back_as_python_ones():
     with pytest.raises(ValueError, match=r"Received: dropout="):
         check_rate("dropout", np.float64(math.nan))
 
+
 @pytest.mark.parametrize("value", [1, 1.0, -0.1, math.nan, False])
 def test_rate_is_below_one(value):
     with pytest.raises(ValueError, match=r"^`dropout` must be a number in \[0, 1\)\. Received: dropout="):

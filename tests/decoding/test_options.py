@@ -81,6 +81,16 @@ def test_a_bad_setting_is_refused_by_name(changes, words):
         DEFAULTS.replace(**changes)  # a copy is checked as a new one is
 
 
+def test_numpy_settings_are_kept_as_python_numbers():
+    import json
+
+    import numpy as np
+
+    options = DecodingOptions(method="sample", temperature=np.float32(0.5), top_k=np.int64(4), seed=np.int32(7))
+    assert options == DecodingOptions(method="sample", temperature=0.5, top_k=4, seed=7)
+    assert json.loads(json.dumps(dataclasses.asdict(options)))["top_k"] == 4  # what an export's metadata writes
+
+
 def test_each_method_reads_its_own_settings():
     options = DecodingOptions(method="beam", beam_size=8, temperature=0.5, top_k=3)
     assert options.settings() == {"beam_size": 8, "length_penalty": 0.6}

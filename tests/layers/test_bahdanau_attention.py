@@ -183,7 +183,8 @@ def test_bad_units(units):
         ((B, T_Q, D_Q), (B, D_V), None, r"value.shape=\(2, 6\)"),
         ((B, T_Q, D_Q), (B, T_V, D_V), (B, T_V + 1, D_K), r"key.shape=\(2, 6, 3\)"),
         ((B + 1, T_Q, D_Q), (B, T_V, D_V), None,
-         r"same batch size. Received: query.shape=\(3, 3, 4\), value.shape=\(2, 5, 6\)"),
+         r"`query` and `value` must have the same batch size. Received: query.shape=\(3, 3, 4\), "
+         r"value.shape=\(2, 5, 6\)"),
     ],
 )
 def test_bad_shapes(query_shape, value_shape, key_shape, pattern):

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+import keras
 from keras import ops
 
 from keras_attention.layers.luong_attention import LuongAttention
@@ -237,3 +238,11 @@ def test_bad_shapes(score, query_shape, value_shape, pattern):
     value = np.zeros(value_shape, "float32")
     with pytest.raises(ValueError, match=pattern):
         LuongAttention(score)(query, value)
+
+
+def test_batch_sizes_that_differ_are_named_in_a_call_and_in_a_functional_model():
+    message = r"`query`, `value` and `key` must have the same batch size. Received: query.shape=\(3, "
+    with pytest.raises(ValueError, match=message):
+        LuongAttention("general")(*(np.zeros((b, 4, 6), "float32") for b in (3, 2, 2)))
+    with pytest.raises(ValueError, match=r"`query` and `value` must have the same batch size"):
+        LuongAttention("general")(keras.Input((4, 6), batch_size=3), keras.Input((4, 6), batch_size=2))

@@ -289,3 +289,19 @@ def test_attention_masks_that_broadcast_are_taken_as_keras_takes_them():
         mask[..., 0] = True
         np.testing.assert_allclose(_np(ours(q, v, attention_mask=mask)), _np(theirs(q, v, attention_mask=mask)),
                                    atol=1e-5)
+
+
+def test_the_callers_tensors_keep_their_keras_masks_with_and_without_a_cache():
+    # Keras' layer clears the masks of the tensors it is given; ours puts them back, for the next layer
+    # that reads the same tensor.
+    from keras.src.backend import get_keras_mask
+
+    ids = np.array([[3, 4, 0], [5, 0, 0]], "int32")
+    x = keras.layers.Embedding(10, 8, mask_zero=True)(ids)
+    expected = ids != 0
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    layer(x, x)
+    np.testing.assert_array_equal(_np(get_keras_mask(x)), expected)
+    cache = layer.init_cache(2, 3)
+    layer(x, x, cache=cache, cache_update_index=0)
+    np.testing.assert_array_equal(_np(get_keras_mask(x)), expected)

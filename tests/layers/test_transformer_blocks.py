@@ -310,6 +310,9 @@ def test_stacked_blocks_keep_the_keras_mask_of_a_tensor_they_share():
     y_padded, beside_padded = model([np.array([[3, 4, 5, 0, 0]], "int32"), tokens])
     np.testing.assert_allclose(_np(y_padded), _np(y_short), atol=1e-5)
     np.testing.assert_allclose(_np(beside_padded)[:, :3], _np(beside_short), atol=1e-5)
+    if keras.backend.backend() == "tensorflow":  # traced, as fit runs it (JAX's compilation: 5 s more here)
+        y_graph, _ = model.predict([np.array([[3, 4, 5, 0, 0]], "int32"), tokens], verbose=0)
+        np.testing.assert_allclose(y_graph, _np(y_short), atol=1e-5)
 
 
 # Bad arguments ------------------------------------------------------------------
@@ -373,6 +376,7 @@ def test_the_encoder_width_need_not_divide_into_heads():
     with pytest.raises(ValueError, match=r"decoder_sequence.shape\[-1\]=13, num_heads=4"):
         TransformerDecoder(num_heads=HEADS, intermediate_dim=FF)(_randn(2, 3, 13), _randn(2, 5, D))
 
+
 def test_a_decoder_only_block_refuses_to_return_cross_attention_weights():
     # In a functional model (the spec) and when called: the weights do not exist, say so at once.
     message = "decoder-only block has none: use `return_self_attention_scores=True`"
@@ -380,6 +384,7 @@ def test_a_decoder_only_block_refuses_to_return_cross_attention_weights():
         TransformerDecoder(num_heads=2, intermediate_dim=FF)(keras.Input((None, D)), return_attention_scores=True)
     with pytest.raises(ValueError, match=re.escape(message)):
         TransformerDecoder(num_heads=2, intermediate_dim=FF)(_randn(2, 3, D), return_attention_scores=True)
+
 
 @pytest.mark.parametrize("block", [TransformerEncoder, TransformerDecoder])
 def test_attention_kernel_initializer_reaches_the_attention_kernels_only(block):

@@ -50,6 +50,14 @@ def test_flat_names_round_trip_and_replace_checks_again():
         TrainConfig.from_flat(modle="rnn", epoch=3)
 
 
+def test_numpy_numbers_are_stored_as_python_ones_that_json_writes():
+    import numpy as np
+
+    config = TrainConfig.from_flat(epochs=np.int64(3), learning_rate=np.float32(0.5), overrides={"units": np.int64(8)})
+    assert config == TrainConfig.from_flat(epochs=3, learning_rate=0.5, overrides={"units": 8})
+    assert json.loads(json.dumps(config.flat()))["epochs"] == 3  # as results.json records it
+
+
 def test_replace_takes_whole_sections_and_a_config_owns_its_overrides():
     overrides = {"units": 32}
     config = TrainConfig.from_flat(model="bahdanau", overrides=overrides)
