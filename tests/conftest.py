@@ -26,24 +26,11 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-
-def _iterators_without_autotuning():
-    """Every tf.data iterator the tests make runs without tf.data's autotuning.
-
-    Deleting an autotuned iterator waits for its tuning thread's next round, up to a minute later (TensorFlow
-    2.21; `docs/training.md`, "From Python"). The garbage collector deletes the tests' old iterators at random
-    moments, and each wait stalled whatever test ran then. No test measures tf.data's tuning; outputs are the same.
-    """
-    import tensorflow as tf
-    from tensorflow.python.data.ops import iterator_ops
-
-    create, untuned = iterator_ops.OwnedIterator._create_iterator, tf.data.Options()
-    untuned.autotune.enabled = False
-    iterator_ops.OwnedIterator._create_iterator = lambda self, dataset: create(self, dataset.with_options(untuned))
+from tests.untuned_iterators import iterators_without_autotuning  # noqa: E402
 
 
 if keras.backend.backend() == "tensorflow":
-    _iterators_without_autotuning()
+    iterators_without_autotuning()
 
 
 @pytest.fixture(autouse=True)

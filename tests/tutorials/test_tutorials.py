@@ -62,10 +62,14 @@ def test_every_tutorial_is_listed():
 
 # Reads a job a line ({"script": name, "solutions": [code, ...]}), runs the script as __main__, then each
 # solution in a copy of the script's globals (as a reader runs it after the last cell), and prints
-# "RESULT {json}": whether each ended well, and what it printed.
+# "RESULT {json}": whether each ended well, and what it printed. Its tf.data iterators are untuned, as the
+# test workers' are (tests/untuned_iterators.py).
 _RUNNER = r"""
 import contextlib, io, json, runpy, sys, traceback
 sys.path.insert(0, ".")
+sys.path.insert(1, "..")
+from tests.untuned_iterators import iterators_without_autotuning
+iterators_without_autotuning()
 
 def run(code):
     out, ok, scope = io.StringIO(), True, None
