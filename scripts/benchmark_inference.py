@@ -5,6 +5,9 @@ English sentences by default) through every path:
 
 - `savedmodel`: our export (`keras_attention.serving.export`), loaded with
   TensorFlow and TensorFlow Text only, called through `serving_default`;
+  float32, and with `--savedmodel-precisions` also the same weights in int8
+  (Keras' `Model.quantize`) or bfloat16, with their speed over float32 in
+  `ratios` and their BLEU;
 - `translator`: our Python `Translator` (the same decoder, run from Python);
 - `ctranslate2`: the model exported with `export_ctranslate2`, float32 and
   int8 weights, `intra_threads` = the cores, through `CTranslate2Translator`.
@@ -126,25 +129,61 @@ def _in_child(cases, work):
 # The run ------------------------------------------------------------------------------------
 
 
-def _exports(translator_dir, work, precisions, compilers):
+def _at_precision(translator, precision):
+    """`translator` with its matrix products in `precision`: "float32" (itself), "int8" (a copy whose
+    Dense, EinsumDense and Embedding layers hold int8 weights, `Model.quantize`; the activations are
+    quantized per call) or "bfloat16" (a copy built with bfloat16 weights and compute)."""
+    import warnings
+
+    import keras
+
+    from keras_attention.decoding.translator import Translator
+
+    if precision == "float32":
+        return translator
+
+    def with_policy(config):  # every float32 dtype policy of the serialized model, made `precision`
+        if isinstance(config, dict):
+            if config.get("class_name") == "DTypePolicy" and config["config"].get("name") == "float32":
+                return {**config, "config": {**config["config"], "name": precision}}
+            return {key: with_policy(value) for key, value in config.items()}
+        return [with_policy(value) for value in config] if isinstance(config, list) else config
+
+    config = keras.saving.serialize_keras_object(translator.model)
+    model = keras.saving.deserialize_keras_object(with_policy(config) if precision == "bfloat16" else config)
+    model.set_weights(translator.model.get_weights())
+    if precision == "int8":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # one warning per layer without an int8 kernel (softmax, norms)
+            model.quantize("int8")
+    return Translator(model, translator.source_tokenizer, translator.target_tokenizer, translator.max_source_length,
+                      translator.max_target_length, metadata=translator.metadata)
+
+
+def _exports(translator_dir, work, precisions, compilers, savedmodel_precisions=("float32",)):
     """The model each case loads, by `(engine, precision, method, jit_compile)`: our SavedModels
-    (greedy, beam 4; graph and XLA), the translator folder, the CTranslate2 models."""
+    (greedy, beam 4; graph and XLA; each of `savedmodel_precisions`), the translator folder (float32),
+    the CTranslate2 models (`precisions`); and the dtypes of each precision's weights."""
     from keras_attention.decoding.translator import Translator
     from keras_attention.serving import export, export_ctranslate2
 
     translator = Translator.load(translator_dir)
-    paths = {}
-    for jit_compile in (c == "xla" for c in compilers):
-        for method in METHODS:
-            folder = os.path.join(work, f"saved-{method}" + ("-xla" if jit_compile else ""))
-            paths["savedmodel", "float32", method, jit_compile] = export(
-                translator, folder, method=method, jit_compile=jit_compile, **METHODS[method])
-            paths["translator", "float32", method, jit_compile] = translator_dir
+    paths, weight_dtypes = {}, {}
+    for precision in savedmodel_precisions:
+        lower = _at_precision(translator, precision)
+        weight_dtypes[precision] = sorted({str(weight.dtype) for weight in lower.model.weights})
+        for jit_compile in (c == "xla" for c in compilers):
+            for method in METHODS:
+                folder = os.path.join(work, f"saved-{precision}-{method}" + ("-xla" if jit_compile else ""))
+                paths["savedmodel", precision, method, jit_compile] = export(
+                    lower, folder, method=method, jit_compile=jit_compile, **METHODS[method])
+                if precision == "float32":
+                    paths["translator", "float32", method, jit_compile] = translator_dir
     for precision in precisions:
         quantization = None if precision == "float32" else precision
         path = export_ctranslate2(translator, os.path.join(work, f"ct2-{precision}"), quantization=quantization)
         paths.update({("ctranslate2", precision, method, False): path for method in METHODS})
-    return translator, paths
+    return translator, paths, weight_dtypes
 
 
 def main(argv=None):
@@ -160,7 +199,10 @@ def main(argv=None):
     parser.add_argument("--engines", nargs="+", default=["savedmodel", "translator", "ctranslate2"],
                         choices=["savedmodel", "translator", "ctranslate2"])
     parser.add_argument("--precisions", nargs="+", default=["float32", "int8"], choices=["float32", "int8"],
-                        help="CTranslate2 weights to measure (ours are float32)")
+                        help="CTranslate2 weights to measure")
+    parser.add_argument("--savedmodel-precisions", nargs="+", default=["float32"],
+                        choices=["float32", "int8", "bfloat16"],
+                        help="our exports' matrix products: float32, int8 (Keras' Model.quantize) or bfloat16")
     parser.add_argument("--compilers", nargs="+", default=["graph", "xla"], choices=["graph", "xla"],
                         help="our decoders: as a TensorFlow graph, compiled with XLA (jit_compile), or both")
     parser.add_argument("--quick", action="store_true",
@@ -188,7 +230,8 @@ def main(argv=None):
     folder = translator_folder(args.translator)  # a run folder: its translator/
     ct2_device = "cuda" if ctranslate2.get_cuda_device_count() else "cpu"
     with tempfile.TemporaryDirectory() as work:
-        translator, paths = _exports(folder, work, args.precisions, args.compilers)
+        translator, paths, weight_dtypes = _exports(
+            folder, work, args.precisions, args.compilers, args.savedmodel_precisions)
         source, target = translator.languages
         sentences, references = read_pairs(args.data_dir, source or "en", target or "de", args.sentences)
         print(f"{len(sentences)} test sentences {source}->{target}; TensorFlow on {device()}; "
@@ -248,6 +291,12 @@ def main(argv=None):
             if ours_tps and theirs_tps:
                 name = "savedmodel" + ("_xla" if jit_compile else "")
                 ratios[f"{name}_over_ctranslate2_{precision}_beam_batch{batch}"] = round(ours_tps / theirs_tps, 3)
+        for precision, method in ((p, m) for p in args.savedmodel_precisions if p != "float32" for m in METHODS):
+            lower_tps = tokens_per_second("savedmodel", precision, method, batch, jit_compile)
+            float32_tps = tokens_per_second("savedmodel", "float32", method, batch, jit_compile)
+            if lower_tps and float32_tps:  # what the lower precision gains (or loses) against our float32 export
+                name = "savedmodel" + ("_xla" if jit_compile else "")
+                ratios[f"{name}_{precision}_over_float32_{method}_batch{batch}"] = round(lower_tps / float32_tps, 3)
     print(f"BLEU: {bleu}")
     print(f"greedy outputs identical (SavedModel vs CTranslate2 float32): {identical}")
     for d in differences:
@@ -256,7 +305,7 @@ def main(argv=None):
     print(f"tokens/s ratios: {ratios}")
     write_json(args.json, {
         "model": folder, "sentences": len(sentences), "rounds": args.rounds, "ctranslate2": ctranslate2.__version__,
-        "ctranslate2_device": ct2_device, "intra_threads": os.cpu_count(),
+        "ctranslate2_device": ct2_device, "intra_threads": os.cpu_count(), "savedmodel_weight_dtypes": weight_dtypes,
         "greedy_identical_fraction": identical, "greedy_differences": differences,
         "xla_identical_fraction": xla_identical, "bleu": bleu, "ratios": ratios, "results": results,
     })

@@ -148,8 +148,8 @@ def attention_init():
                   provenance(r, "attention_init.json", r["command"])])
 
 
-def inference():
-    r = load("inference")
+def inference(name="inference"):
+    r = load(name)
     labels = {"savedmodel": "our SavedModel", "translator": "our `Translator`", "ctranslate2": "CTranslate2"}
 
     def engine(row):
@@ -172,11 +172,11 @@ def inference():
                  [f"One Transformer, the first {r['sentences']:,} sentences of test_2016_flickr, median of "
                   f"{r['rounds']} rounds after a first pass (loading, tracing and, with XLA, compiling each batch "
                   f"shape: its time is the last column); CTranslate2 {r['ctranslate2']} on {r['ctranslate2_device']} "
-                  f"with {r['intra_threads']} threads. Target tokens/s ratios (ours over CTranslate2): {ratios}.",
+                  f"with {r['intra_threads']} threads. Target tokens/s ratios: {ratios}.",
                   "Greedy outputs identical in our SavedModel and CTranslate2 float32: "
                   + ("not measured" if identical is None else f"{identical:.1%}")
                   + f".{xla_note} BLEU (13a): {scores}.",
-                  provenance(r, "inference.json", r["command"])])
+                  provenance(r, f"{name}.json", r["command"])])
 
 
 def decoding_profile():
@@ -223,6 +223,7 @@ def luong_scale():
 
 RENDERERS = {
     "luong_scale": luong_scale, "attention_init": attention_init, "inference": inference,
+    "inference_precision": lambda: inference("inference_precision"),
     "decoding_profile": decoding_profile, "rnn_training": rnn_training,
     "embedding_init": embedding_init, "data_pipeline": data_pipeline, "multi30k": multi30k,
     "training": training, "xla_break_even": xla_break_even, "buckets": buckets, "precision": precision,

@@ -199,9 +199,16 @@ class Transformer(TransformerDecoding, BuildsOptimizerBeforeTracing, keras.Model
             logits = self.output_projection(x)
         else:
             with keras.name_scope("output_projection"):  # the tied product's ops, named as the layer's are
-                table = self.target_embedding.token_embedding.embeddings  # (V, d)
-                logits = ops.matmul(x, ops.transpose(ops.cast(table, x.dtype)))  # (B, T, V)
+                logits = ops.matmul(x, ops.transpose(ops.cast(self._tied_table(), x.dtype)))  # (B, T, V)
         return ops.cast(logits, "float32")
+
+    def _tied_table(self):
+        """The target embedding's `(V, d)` table, which the tied output projection multiplies by: its
+        weights, or once `Model.quantize` has stored them in int8 (or int4), the rows its call de-quantizes."""
+        embedding = self.target_embedding.token_embedding
+        if embedding.quantization_mode is None:
+            return embedding.embeddings
+        return embedding(ops.arange(embedding.input_dim))  # (V, d), each row times its scale
 
     def decode(self, target_in, encoder_output, source_mask, training=None, return_attention=False):
         """Teacher-forced decoder pass: logits `(B, T, V)` (and the last block's

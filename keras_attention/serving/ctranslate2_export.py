@@ -98,6 +98,10 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
             "Only Transformer models can be exported to CTranslate2 (its seq2seq models are Transformers). "
             f"Received: a {type(model).__name__}"
         )
+    quantized = sorted({layer.quantization_mode for layer in model._flatten_layers() if layer.quantization_mode})
+    if quantized:  # the converter reads float weights; CTranslate2 quantizes them itself
+        raise ValueError(f"The model's weights are quantized ({', '.join(quantized)}, `Model.quantize`): export "
+                         "the float model and pass quantization='int8' (--quantization on the command line).")
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(f"`quantization` must be one of {', '.join(QUANTIZATIONS)} or None. "
                          f"Received: quantization={quantization!r}")

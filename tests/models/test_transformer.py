@@ -1,3 +1,5 @@
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -127,3 +129,20 @@ def test_bad_preset_and_shared_vocabulary():
         Transformer.from_preset("huge", 10, 10)
     with pytest.raises(ValueError, match="source_vocab_size=10, target_vocab_size=12"):
         Transformer(10, 12, share_embeddings=True, **SMALL)
+
+
+@pytest.mark.parametrize("tie_output", [True, False])
+def test_an_int8_model_gives_the_float_logits_up_to_rounding(tie_output):
+    """`Model.quantize("int8")` (Keras' int8 weights, activations rounded per call): the logits stay the float
+    model's up to that rounding; the tied projection reads the target embedding's table de-quantized."""
+    model = Transformer(20, 24, **SMALL, tie_output=tie_output)
+    source, target_in, _ = model_checks.toy_batch()
+    expected = ops.convert_to_numpy(model((source, target_in)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a warning for each layer without an int8 kernel (norms, softmax)
+        model.quantize("int8")
+    assert model.target_embedding.token_embedding.quantization_mode == "int8"
+    quantized = ops.convert_to_numpy(model((source, target_in)))
+    error = np.abs(quantized - expected).max() / (expected.max() - expected.min())
+    print(f"largest error {error:.4f} of the logits' range")
+    assert error < 0.05

@@ -1,9 +1,12 @@
-"""scripts/benchmark_serving.py in quick mode, on the test exports."""
+"""scripts/benchmark_serving.py and scripts/benchmark_inference.py in quick mode, and the lower-precision copies
+the inference benchmark exports."""
 
 import json
 import os
 import subprocess
 import sys
+
+import numpy as np
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "benchmark_serving.py")
 
@@ -54,3 +57,23 @@ def test_inference_benchmark_quick(translator_dir, multi30k_dir, tmp_path):
     assert report["xla_identical_fraction"] == {}  # nothing compiled with XLA to compare
     assert set(report["ratios"]) == {"savedmodel_over_ctranslate2_float32_beam_batch4"}
     assert "tokens/s" in done.stdout and report["device"]
+
+
+def test_the_lower_precision_copies_hold_int8_and_bfloat16_weights_and_the_same_model(translator):
+    """The copies `--savedmodel-precisions` exports: int8 or bfloat16 weights, the float model's logits up to
+    rounding, and the float translator left as it was."""
+    sys.path.insert(0, os.path.dirname(INFERENCE_SCRIPT))
+    import benchmark_inference
+    from keras import ops
+
+    rng = np.random.default_rng(0)
+    batch = (rng.integers(1, translator.source_tokenizer.vocab_size, (4, 9)).astype("int32"),
+             rng.integers(1, translator.target_tokenizer.vocab_size, (4, 7)).astype("int32"))
+    expected = ops.convert_to_numpy(translator.model(batch))
+    for precision, tolerance in (("int8", 0.05), ("bfloat16", 0.05)):
+        lower = benchmark_inference._at_precision(translator, precision)
+        assert precision in {str(weight.dtype) for weight in lower.model.weights}, precision
+        error = np.abs(ops.convert_to_numpy(lower.model(batch)) - expected).max() / np.ptp(expected)
+        assert error < tolerance, (precision, error)
+    assert {str(weight.dtype) for weight in translator.model.weights} == {"float32"}
+    assert benchmark_inference._at_precision(translator, "float32") is translator

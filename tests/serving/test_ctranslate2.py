@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import ctranslate2
 import keras
@@ -181,6 +182,12 @@ def test_bad_exports_and_folders(tokenizers, trained, tmp_path):
         export_ctranslate2(translator, folder)
     with pytest.raises(ValueError, match="`quantization` must be one of .* Received: quantization='int4'"):
         export_ctranslate2(translator, str(tmp_path / "q"), quantization="int4")
+    quantized = make_translator(tokenizers, "transformer")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a warning for each layer without an int8 kernel
+        quantized.model.quantize("int8")
+    with pytest.raises(ValueError, match=r"quantized \(int8, `Model.quantize`\): export the float model"):
+        export_ctranslate2(quantized, str(tmp_path / "int8"))
     with pytest.raises(FileNotFoundError, match="not a CTranslate2 model folder"):
         CTranslate2Translator(str(tmp_path))
     (tmp_path / "broken").mkdir()
