@@ -150,7 +150,11 @@ def _at_precision(translator, precision):
         return [with_policy(value) for value in config] if isinstance(config, list) else config
 
     config = keras.saving.serialize_keras_object(translator.model)
-    model = keras.saving.deserialize_keras_object(with_policy(config) if precision == "bfloat16" else config)
+    if precision == "bfloat16":
+        if with_policy(config) == config:
+            raise SystemExit("bfloat16 needs a float32 model; this one has no float32 dtype policy")
+        config = with_policy(config)
+    model = keras.saving.deserialize_keras_object(config)
     model.set_weights(translator.model.get_weights())
     if precision == "int8":
         with warnings.catch_warnings():
@@ -274,8 +278,9 @@ def main(argv=None):
         dict(index=i, source=sentences[i], savedmodel=a, ctranslate2=b)
         for i, (a, b) in enumerate(zip(ours, theirs)) if a != b][:10]
     # XLA must not change a translation: the share of outputs equal to the graph's, per method.
-    xla_identical = {method: sum(a == b for a, b in zip(texts[key], texts[key[:3] + (True,)])) / len(sentences)
-                     for key in texts for method in [key[2]]
+    xla_identical = {(method if precision == "float32" else f"{precision} {method}"):
+                     sum(a == b for a, b in zip(texts[key], texts[key[:3] + (True,)])) / len(sentences)
+                     for key in texts for precision, method in [key[1:3]]
                      if key[0] == "savedmodel" and not key[3] and key[:3] + (True,) in texts}
 
     def tokens_per_second(engine, precision, method, batch_size, jit_compile=False):

@@ -2,12 +2,12 @@
 
 Deleting an autotuned iterator waits for its tuning thread's next round, up to a minute later (TensorFlow
 2.21; `docs/training.md`, "From Python"). The garbage collector deletes old iterators at random moments, and
-each wait stalled whatever test ran then (a tutorial's QUICK run took 15 s in one test run, 64 s in the next).
-No test measures tf.data's tuning; outputs are the same.
+each wait stalls whatever test runs then. No test measures tf.data's tuning; outputs are the same.
 """
 
 
 def iterators_without_autotuning():
+    """Make every `tf.data` iterator created from now on in this process untuned."""
     import tensorflow as tf
     from tensorflow.python.data.ops import iterator_ops
 

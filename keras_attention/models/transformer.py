@@ -204,11 +204,12 @@ class Transformer(TransformerDecoding, BuildsOptimizerBeforeTracing, keras.Model
 
     def _tied_table(self):
         """The target embedding's `(V, d)` table, which the tied output projection multiplies by: its
-        weights, or once `Model.quantize` has stored them in int8 (or int4), the rows its call de-quantizes."""
+        weights, or once `Model.quantize` has stored them in int8 or int4, the rows as its call de-quantizes
+        them (a float product, then: only the weights are stored quantized)."""
         embedding = self.target_embedding.token_embedding
         if embedding.quantization_mode is None:
             return embedding.embeddings
-        return embedding(ops.arange(embedding.input_dim))  # (V, d), each row times its scale
+        return embedding(ops.arange(embedding.input_dim))  # (V, d)
 
     def decode(self, target_in, encoder_output, source_mask, training=None, return_attention=False):
         """Teacher-forced decoder pass: logits `(B, T, V)` (and the last block's

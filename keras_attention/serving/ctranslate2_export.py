@@ -101,7 +101,7 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
     quantized = sorted({layer.quantization_mode for layer in model._flatten_layers() if layer.quantization_mode})
     if quantized:  # the converter reads float weights; CTranslate2 quantizes them itself
         raise ValueError(f"The model's weights are quantized ({', '.join(quantized)}, `Model.quantize`): export "
-                         "the float model and pass quantization='int8' (--quantization on the command line).")
+                         "the float model; CTranslate2 quantizes it itself (quantization='int8', --quantization).")
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(f"`quantization` must be one of {', '.join(QUANTIZATIONS)} or None. "
                          f"Received: quantization={quantization!r}")

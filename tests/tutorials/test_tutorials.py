@@ -67,9 +67,11 @@ def test_every_tutorial_is_listed():
 _RUNNER = r"""
 import contextlib, io, json, runpy, sys, traceback
 sys.path.insert(0, ".")
-sys.path.insert(1, "..")
-from tests.untuned_iterators import iterators_without_autotuning
-iterators_without_autotuning()
+import importlib.util
+spec = importlib.util.spec_from_file_location("untuned_iterators", "../tests/untuned_iterators.py")
+untuned = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(untuned)
+untuned.iterators_without_autotuning()
 
 def run(code):
     out, ok, scope = io.StringIO(), True, None
