@@ -262,8 +262,15 @@ class Translator(tf.Module):
         """Write `model.keras` and `translator.json` (with both vocabularies) to `directory`.
 
         Each file is written under a temporary name and renamed into place, so
-        a kill during `save` leaves the previous translator whole.
+        a kill during `save` leaves the previous translator whole. A model
+        quantized with `Model.quantize` is refused (Keras would load it back as
+        float); export it with `serving.export`, or save the float translator.
         """
+        quantized = quantization_modes(self.model)
+        if quantized:
+            raise ValueError(f"A translator whose model is quantized ({', '.join(quantized)}, `Model.quantize`) "
+                             "cannot be saved: it would load back as float. Export it with `serving.export`, or "
+                             "save the float translator and quantize it after loading.")
         os.makedirs(directory, exist_ok=True)
         with replaced_atomically(os.path.join(directory, "model.keras")) as partial:
             self.model.save(partial)
@@ -318,6 +325,12 @@ def _load_model(path):
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ValueError(f"{path}: not a valid Keras archive ({reason}).") from None
+
+
+def quantization_modes(model):
+    """The modes (`"int8"`, ...) `Model.quantize` stored `model`'s layers in, sorted; empty when it is float."""
+    return sorted({layer.quantization_mode for layer in model._flatten_layers()
+                   if getattr(layer, "quantization_mode", None)})
 
 
 def warn_truncated(truncated, total, max_source_length):

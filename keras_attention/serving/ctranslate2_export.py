@@ -40,7 +40,7 @@ import numpy as np
 from keras_attention.base.files import write_json
 from keras_attention.base.options import CTRANSLATE2_QUANTIZATIONS
 from keras_attention.data.vocabulary import END, PAD, START, UNK
-from keras_attention.decoding.translator import Translator
+from keras_attention.decoding.translator import Translator, quantization_modes
 from keras_attention.models import Transformer
 
 __all__ = ["QUANTIZATIONS", "export_ctranslate2"]
@@ -98,7 +98,7 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
             "Only Transformer models can be exported to CTranslate2 (its seq2seq models are Transformers). "
             f"Received: a {type(model).__name__}"
         )
-    quantized = sorted({layer.quantization_mode for layer in model._flatten_layers() if layer.quantization_mode})
+    quantized = quantization_modes(model)
     if quantized:  # the converter reads float weights; CTranslate2 quantizes them itself
         raise ValueError(f"The model's weights are quantized ({', '.join(quantized)}, `Model.quantize`): export "
                          "the float model; CTranslate2 quantizes it itself (quantization='int8', --quantization).")

@@ -109,6 +109,18 @@ def test_save_and_load_give_the_same_translations(tokenizers, tmp_path):
         Translator.load(str(tmp_path / "missing"))
 
 
+def test_a_quantized_translator_is_refused_by_save_and_nothing_is_written(tokenizers, tmp_path):
+    from tests.models import model_checks
+
+    translator = _translator(tokenizers)
+    translator.save(str(tmp_path / "t"))
+    before = {path.name: path.read_bytes() for path in (tmp_path / "t").iterdir()}
+    model_checks.quantize(translator.model)
+    with pytest.raises(ValueError, match=r"quantized \(int8, `Model.quantize`\) cannot be saved"):
+        translator.save(str(tmp_path / "t"))
+    assert {path.name: path.read_bytes() for path in (tmp_path / "t").iterdir()} == before
+
+
 def test_a_run_folder_loads_its_translator(tokenizers, tmp_path):
     # A run folder of `keras-attention train` holds the translator in translator/, as the command line takes it.
     translator = _translator(tokenizers)
