@@ -22,20 +22,28 @@ if os.environ.get("KERAS_BACKEND") == "jax":
 # The command line keeps XLA programs in the user's cache folder; the tests keep theirs apart.
 os.environ.setdefault("KERAS_ATTENTION_XLA_CACHE", tempfile.mkdtemp(prefix="keras-attention-xla-"))
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from tests.untuned_iterators import iterators_without_autotuning  # noqa: E402
 
+# Keras (and with it TensorFlow, about 5 CPU-s) is imported by the fixtures below, in the processes that run
+# tests: under `-n 2` the process that hands the tests out never imports it, and the workers do not wait for it.
 
-if keras.backend.backend() == "tensorflow":
-    iterators_without_autotuning()
+
+@pytest.fixture(scope="session", autouse=True)
+def _untuned_iterators():
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        iterators_without_autotuning()
 
 
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
     """Each test starts from float32, a clear session and fixed seeds."""
+    import keras
+    import numpy as np
+
     keras.config.set_dtype_policy("float32")
     keras.utils.set_random_seed(1234)
     np.random.seed(1234)
