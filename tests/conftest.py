@@ -162,13 +162,16 @@ def shared_folder(tmp_path_factory, name, build):
 # Modules of tests that take 15 s or more (a training run, a process of their own), the longest first. Under
 # `-n 2` they are handed out in this order, after the `xdist_group` groups (the largest first:
 # `--loadscope-reorder`), so that the last minutes of a run are short tests shared by both workers instead of one
-# long test with the other worker idle.
+# long test with the other worker idle. The last ones are the longest of the JAX pass, which runs none of the others.
 LONG_TESTS_FIRST = (
     "training/test_learns_dates.py", "training/test_fault_tolerance.py", "training/test_distribution.py",
     "cli/test_quiet.py", "serving/test_benchmark_script.py", "scripts/test_benchmarks.py",
     "training/test_mixed_precision.py", "serving/test_export.py", "scripts/test_benchmark_distribution.py",
     "data/test_streaming.py", "scripts/test_ab_decoding.py", "cli/test_prepare.py", "data/test_records.py",
     "data/test_pipeline.py",
+    "models/test_transformer_decoding.py", "layers/test_padding_invariance.py", "models/test_seq2seq_rnn.py",
+    "layers/test_transformer_blocks.py", "layers/test_multi_head_attention_cache.py", "models/test_transformer.py",
+    "models/test_decomposable_attention.py",
 )
 
 
