@@ -32,6 +32,7 @@ from tests.untuned_iterators import iterators_without_autotuning  # noqa: E402
 
 @pytest.fixture(scope="session", autouse=True)
 def _untuned_iterators():
+    """Every tf.data iterator of a TensorFlow test process runs untuned (tests/untuned_iterators.py says why)."""
     import keras
 
     if keras.backend.backend() == "tensorflow":
