@@ -151,9 +151,9 @@ def _at_precision(translator, precision):
 
     config = keras.saving.serialize_keras_object(translator.model)
     if precision == "bfloat16":
-        if with_policy(config) == config:
+        config, float32_config = with_policy(config), config
+        if config == float32_config:
             raise SystemExit("bfloat16 needs a float32 model; this one has no float32 dtype policy")
-        config = with_policy(config)
     model = keras.saving.deserialize_keras_object(config)
     model.set_weights(translator.model.get_weights())
     if precision == "int8":
