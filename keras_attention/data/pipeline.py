@@ -242,6 +242,7 @@ def _token_ids(pairs, source_tokenizer, target_tokenizer, max_source, max_target
     stop the pipeline with their location; they are dropped or cut later.
     """
 
+    @tf.autograph.experimental.do_not_convert  # graph ops only: AutoGraph's conversion would only slow tracing
     def tokenize(source, target, *location):  # (B,) strings -> (B, None) ids
         x, y = source_tokenizer.tokenize(source), target_tokenizer.tokenize(target)
         if on_long == "truncate" or (not strict and report is None):

@@ -229,6 +229,7 @@ def _checker(files, strict, skip_empty, max_words, max_ratio, report, with_locat
     side of the line is bad (`target_files`: the target shards' names).
     """
 
+    @tf.autograph.experimental.do_not_convert  # graph ops only: AutoGraph's conversion would only slow tracing
     def check(source, target, index, number, malformed=None):
         bad = {}
         source_ok = tf.equal(_valid_utf8(source), source)

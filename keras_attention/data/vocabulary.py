@@ -196,6 +196,7 @@ def _count_words(dataset, lower_case, normalization):
     if spec.shape.rank == 0:
         dataset = dataset.batch(4096)
 
+    @tf.autograph.experimental.do_not_convert  # graph ops only: AutoGraph's conversion would only slow tracing
     def split(strings):
         text = normalize_text(tf.reshape(strings, [-1]), lower_case, normalization)
         return tf.strings.split(text).flat_values

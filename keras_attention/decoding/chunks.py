@@ -67,7 +67,7 @@ def run_in_chunks(model, max_length, step, loop_vars, row_done, multiplicity, st
 
         return tf.while_loop(keep_going, step, (index, state, *outputs))
 
-    chunk = tf.function(chunk, jit_compile=True)
+    chunk = tf.function(chunk, jit_compile=True, autograph=False)
     rooms = chunk_rooms(model, max_length)
     room = rooms[0][1]
     for number, (stop, needed) in enumerate(rooms):

@@ -202,6 +202,7 @@ class Translator(tf.Module):
             decoders[key] = tf.function(
                 functools.partial(function, options=options, return_attention=return_attention),
                 input_signature=[tf.TensorSpec([None, None], tf.int32)],
+                autograph=False,  # the decoding loops are written as graph ops: nothing to convert
             )
         return decoders[key]
 
