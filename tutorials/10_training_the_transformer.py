@@ -398,7 +398,7 @@ page
 # sentences. The models differ in size: the table gives their parameters.
 
 # %%
-budget = 2 if _common.QUICK else 240  # seconds of training steps per model
+budget = 1 if _common.QUICK else 240  # seconds of training steps per model
 step_seconds = history["train_seconds"] / (steps_per_epoch * SETTINGS.transformer_epochs)
 runs = {name: dict(kind=kind) for kind, name in _common.SERIES}
 runs["Transformer (10), fixed 1e-3"] = dict(kind="transformer", learning_rate=1e-3)
