@@ -24,7 +24,7 @@ os.environ.setdefault("KERAS_ATTENTION_XLA_CACHE", tempfile.mkdtemp(prefix="kera
 
 import pytest  # noqa: E402
 
-from tests.untuned_iterators import iterators_without_autotuning  # noqa: E402
+from tests.untuned_iterators import untune_iterators  # noqa: E402
 
 # Keras (and with it TensorFlow, about 5 CPU-s) is imported by the fixtures below, in the processes that run
 # tests: under `-n 2` the process that hands the tests out never imports it, and the workers do not wait for it.
@@ -36,12 +36,12 @@ def _untuned_iterators():
     import keras
 
     if keras.backend.backend() == "tensorflow":
-        iterators_without_autotuning()
+        untune_iterators()
 
 
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
-    """Each test starts from float32, a clear session and fixed seeds."""
+    """Each test starts from float32 and fixed seeds."""
     import keras
     import numpy as np
 

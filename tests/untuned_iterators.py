@@ -10,7 +10,7 @@ tf.data's tuning or its rewrites; outputs are the same.
 """
 
 
-def iterators_without_autotuning():
+def untune_iterators():
     """Make every `tf.data` iterator created from now on in this process untuned and unrewritten."""
     import tensorflow as tf
     from tensorflow.python.data.ops import iterator_ops

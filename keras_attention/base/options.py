@@ -27,6 +27,10 @@ MODEL_KINDS = ("transformer", "bahdanau", "luong", "rnn")
 PRESET_NAMES = ("tiny", "small", "base", "big")
 # The languages of Multi30k task 1 (`data.load_multi30k`, `--dataset multi30k`).
 MULTI30K_LANGUAGES = ("en", "de", "fr", "cs")
+# The (source, target) pair of the corpora read by language code, when none is named (`DataConfig`,
+# `--source/--target`). The generated dates and the user's files have no languages unless named.
+DEFAULT_LANGUAGES = ("en", "de")
+LANGUAGE_CODED = ("multi30k", "wmt14", "tfds")
 # Pairs per TFRecord shard of a prepared corpus, about (`data.write_prepared_corpus`, `prepare --shard-size`).
 SHARD_SIZE = 200_000
 # The corpora `train`, `prepare` and `evaluate` read (`DataConfig.dataset`, `--dataset`).

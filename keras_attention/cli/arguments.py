@@ -5,10 +5,10 @@ import types
 
 from keras_attention import DATA_ENV_VAR, __version__
 from keras_attention.base.options import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
-from keras_attention.base.options import (BUCKET_METHODS, DATASETS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES, MAX_BUCKETS,
-                                          MODEL_KINDS, PAIRS_PER_BUCKET, PEAK_LEARNING_RATE, PRECISIONS,
-                                          PRESET_NAMES, RECIPE_LEARNING_RATES, SHARD_SIZE, STRATEGIES,
-                                          WARMUP_FRACTION, XLA_MIN_PAIRS)
+from keras_attention.base.options import (BUCKET_METHODS, DATASETS, DEFAULT_BUCKET_METHOD, DEFAULT_LANGUAGES,
+                                          LANGUAGE_CODED, LR_SCHEDULES, MAX_BUCKETS, MODEL_KINDS, PAIRS_PER_BUCKET,
+                                          PEAK_LEARNING_RATE, PRECISIONS, PRESET_NAMES, RECIPE_LEARNING_RATES,
+                                          SHARD_SIZE, STRATEGIES, WARMUP_FRACTION, XLA_MIN_PAIRS)
 from keras_attention.base.options import argument_type as checked
 from keras_attention.cli.decoding_flags import add_decoding_options, add_translation_flags, add_xla_cache_flags
 from keras_attention.decoding.options import EXPORT_DEFAULTS, SEARCH_METHODS
@@ -17,7 +17,6 @@ from keras_attention.training.config import TrainConfig
 # The defaults of `train` and `prepare`'s flags: TrainConfig's own, by their flat names (a flag left out
 # leaves its field as the Python API has it).
 TRAIN = types.SimpleNamespace(**TrainConfig().flat())
-DEFAULT_SOURCE, DEFAULT_TARGET = TRAIN.source, TRAIN.target
 
 
 # `train` flags that replace a size of the Transformer preset (`models.Transformer` arguments), with their help.
@@ -34,9 +33,10 @@ def _add_data_flags(parser, evaluate=False):
     group = parser.add_argument_group("data")
     group.add_argument("--dataset", choices=DATASETS,
                        help="default: prepared when --data-dir holds a prepared corpus, else multi30k")
-    default = "the translator's" if evaluate else TRAIN.source
-    group.add_argument("--source", help=f"source language (default: {default})")
-    group.add_argument("--target", help=f"target language (default: {default if evaluate else TRAIN.target})")
+    default = "the translator's, else " if evaluate else ""
+    corpora = f"for {', '.join(LANGUAGE_CODED)}"
+    group.add_argument("--source", help=f"source language (default: {default}{DEFAULT_LANGUAGES[0]} {corpora})")
+    group.add_argument("--target", help=f"target language (default: {default}{DEFAULT_LANGUAGES[1]} {corpora})")
     group.add_argument("--data-dir", help=f"corpus folder: Multi30k (default: ${DATA_ENV_VAR}, then the "
                        "Keras cache), WMT14 files or TFDS data, or a folder made by `prepare`")
     group.add_argument("--train-files", nargs="+",

@@ -13,7 +13,7 @@ from keras_attention.base.options import DATASETS
 from keras_attention.base.tensorflow_only import BackendError, require_tensorflow
 from keras_attention.base.validation import TruncationWarning
 from keras_attention.base.xla_cache import use_xla_cache
-from keras_attention.cli.arguments import DEFAULT_SOURCE, DEFAULT_TARGET, parse_command_line
+from keras_attention.cli.arguments import parse_command_line
 from keras_attention.cli.configs import config_from_args, corpus_config, data_config
 from keras_attention.cli.ctrl_c import resend_dropped_ctrl_c
 from keras_attention.cli.decoding_flags import options_from_args
@@ -284,13 +284,13 @@ def _write_page(translator, sentences, path, options):
 
 
 def _languages(args, translator):
-    """`--source/--target`, defaulting to the translator's; a contradiction is an error."""
+    """`--source/--target`, defaulting to the translator's (then to `DataConfig`'s); a contradiction is an error."""
     known = translator.languages
     for flag, given, language in (("--source", args.source, known[0]), ("--target", args.target, known[1])):
         if given and language and given != language:
             raise ValueError(f"{args.translator} translates {known[0]}->{known[1]}; {flag} {given} "
                              f"contradicts it (leave {flag} out, or give {language}).")
-    return args.source or known[0] or DEFAULT_SOURCE, args.target or known[1] or DEFAULT_TARGET
+    return args.source or known[0], args.target or known[1]
 
 
 def _average(args):

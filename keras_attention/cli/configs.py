@@ -1,7 +1,7 @@
 """From the parsed flags to the `TrainConfig` of `train` and the `DataConfig` of `prepare` and `evaluate`."""
 
 from keras_attention.base.corpus_files import is_prepared
-from keras_attention.cli.arguments import DEFAULT_SOURCE, DEFAULT_TARGET, TRANSFORMER_SIZE_FLAGS
+from keras_attention.cli.arguments import TRANSFORMER_SIZE_FLAGS
 from keras_attention.training.config import DataConfig, TrainConfig
 
 
@@ -49,8 +49,7 @@ def corpus_config(args):
 
 def _corpus_fields(args):
     """Which corpus: the data flags that `train`, `prepare` and `evaluate` share."""
-    return dict(dataset=dataset_name(args), source=args.source or DEFAULT_SOURCE,
-                target=args.target or DEFAULT_TARGET, data_dir=args.data_dir,
+    return dict(dataset=dataset_name(args), source=args.source, target=args.target, data_dir=args.data_dir,
                 train_files=_tuple(args.train_files), valid_files=_tuple(args.valid_files),
                 test_files=_tuple(args.test_files), tfds_name=args.tfds_name)
 

@@ -16,9 +16,9 @@ import dataclasses
 import os
 
 from keras_attention.base.corpus_files import expand_files
-from keras_attention.base.options import (BUCKET_METHODS, DATASETS, DEFAULT_BUCKET_METHOD, LR_SCHEDULES,
-                                          MODEL_KINDS, PRECISIONS, PRESET_NAMES, RECIPE_LEARNING_RATES, STRATEGIES,
-                                          check_multi30k_languages, check_options)
+from keras_attention.base.options import (BUCKET_METHODS, DATASETS, DEFAULT_BUCKET_METHOD, DEFAULT_LANGUAGES,
+                                          LANGUAGE_CODED, LR_SCHEDULES, MODEL_KINDS, PRECISIONS, PRESET_NAMES,
+                                          RECIPE_LEARNING_RATES, STRATEGIES, check_multi30k_languages, check_options)
 from keras_attention.base.validation import check_choice, python_number
 
 SPLITS = ("train", "valid", "test")  # what a job reads of its data set (`DataConfig.check_paths`)
@@ -35,7 +35,9 @@ class DataConfig:
             `data_dir`) or "prepared" (a folder from `keras-attention prepare`
             in `data_dir`).
         source, target: language codes (Multi30k: en, de, fr, cs; TFDS: the
-            data set's feature names).
+            data set's feature names). Multi30k, WMT14 and TFDS default to
+            en -> de; for the dates and the user's files they only label the
+            translator (None: unknown). A prepared corpus has its own.
         data_dir: folder holding the corpus (Multi30k files, TFDS data).
         train_files, valid_files, test_files: for "files": (source, target)
             paths or glob patterns; for "tsv": a 1-tuple with the path.
@@ -64,8 +66,8 @@ class DataConfig:
     """
 
     dataset: str = "multi30k"
-    source: str = "en"
-    target: str = "de"
+    source: str = None
+    target: str = None
     data_dir: str = None
     train_files: tuple = None
     valid_files: tuple = None
@@ -90,6 +92,9 @@ class DataConfig:
         for name in ("train_files", "valid_files", "test_files"):  # a list (from JSON, argparse) as a tuple
             if getattr(self, name):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.dataset in LANGUAGE_CODED:  # the languages pick the files
+            for name, default in zip(("source", "target"), DEFAULT_LANGUAGES):
+                object.__setattr__(self, name, getattr(self, name) or default)
         check_options(self)  # the ranges the command line checks too
         check_choice("dataset", self.dataset, DATASETS)
         if self.dataset == "multi30k":

@@ -10,6 +10,7 @@ real process, with TensorFlow's own log level unset, as a user's shell runs it.
 
 import gzip
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -42,14 +43,18 @@ def world(tmp_path_factory, tiny_run):
     run = root / "run"
     shutil.copytree(tiny_run, run)
     translator = run / "translator"
-    for name, damage in [("truncated", "model"), ("broken_json", "json")]:
+    for name, damage in [("truncated", "model"), ("broken_json", "json"), ("fr_en", "languages")]:
         copy = root / name
         shutil.copytree(translator, copy)
         if damage == "model":
             data = (copy / "model.keras").read_bytes()
             (copy / "model.keras").write_bytes(data[: len(data) // 3])
-        else:
+        elif damage == "json":
             (copy / "translator.json").write_text('{"max_source_length": 32,\n  "source_tokenizer": [')
+        else:  # as if trained with --source fr --target en (dates record no languages)
+            config = json.loads((copy / "translator.json").read_text())
+            config["metadata"].update(source_language="fr", target_language="en")
+            (copy / "translator.json").write_text(json.dumps(config))
     assert main(["export", str(translator), str(root / "served"), "--method", "greedy"]) == 0
     text = root / "text"
     text.mkdir()
@@ -81,9 +86,9 @@ CASES = [
      "translator.json: invalid JSON (line 2", ["broken_json"]),
     ("translate top-p 0", lambda w: ["translate", str(w / "run" / "translator"), "hi", "--top-p", "0"],
      "argument --top-p: must be a number in (0, 1]. Received: 0", []),
-    ("evaluate the wrong languages", lambda w: ["evaluate", str(w / "run" / "translator"), "--dataset", "dates",
+    ("evaluate the wrong languages", lambda w: ["evaluate", str(w / "fr_en"), "--dataset", "dates",
                                                 "--source", "de", "--target", "en"],
-     "translates en->de; --source de contradicts it", ["run"]),
+     "translates fr->en; --source de contradicts it", ["fr_en"]),
     ("train into a finished run", lambda w: ["train", *TRAIN, "--dataset", "dates", "--output", str(w / "run")],
      "already holds a run", ["run"]),
     ("train epochs 0", lambda w: ["train", "--epochs", "0", "--output", str(w / "run")],

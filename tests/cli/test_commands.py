@@ -1,6 +1,7 @@
 """The `keras-attention` command line, end to end on the generated dates corpus."""
 
 import io
+import json
 import os
 import shutil
 import sys
@@ -120,14 +121,20 @@ def test_evaluate_on_dates(demo_dir, capsys):
     assert "sacreBLEU signature (cased): nrefs:1|case:mixed|eff:no|tok:13a|" in out
 
 
-def test_evaluate_takes_the_translators_languages_and_refuses_others(demo_dir, capsys):
-    translator = str(demo_dir / "translator")
-    assert main(["evaluate", translator, "--dataset", "dates", "--split", "valid", "--max-examples", "8",
-                 "--source", "en", "--target", "de"]) == 0  # the translator's own: accepted
+def test_evaluate_takes_the_translators_languages_and_refuses_others(demo_dir, tmp_path, capsys):
+    # The demo learned dates, which are in no one language: its translator records none.
+    config = json.loads((demo_dir / "translator" / "translator.json").read_text())
+    assert (config["metadata"]["source_language"], config["metadata"]["target_language"]) == (None, None)
+    translator = tmp_path / "translator"  # the same model, as if trained with --source fr --target en
+    shutil.copytree(demo_dir / "translator", translator)
+    config["metadata"].update(source_language="fr", target_language="en")
+    (translator / "translator.json").write_text(json.dumps(config))
+    assert main(["evaluate", str(translator), "--dataset", "dates", "--split", "valid", "--max-examples", "8",
+                 "--source", "fr", "--target", "en"]) == 0  # the translator's own: accepted
     capsys.readouterr()
-    assert main(["evaluate", translator, "--dataset", "dates", "--source", "de", "--target", "en"]) == 2
+    assert main(["evaluate", str(translator), "--dataset", "dates", "--source", "de", "--target", "en"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "translates en->de; --source de contradicts it" in err
+    assert "\n" not in err and "translates fr->en; --source de contradicts it" in err
 
 
 def test_evaluate_names_the_test_data_of_a_translator_not_trained_on_multi30k(demo_dir, capsys):

@@ -96,6 +96,21 @@ def test_sections_are_checked_alone_and_together():
         TrainConfig(optimization={})
 
 
+def test_only_corpora_read_by_language_code_default_to_en_de():
+    # The languages pick Multi30k's, WMT14's and TFDS's files; for the dates and the user's files they only
+    # label the translator, which must not claim en->de for a corpus that is not.
+    for dataset in ("multi30k", "wmt14", "tfds"):
+        config = DataConfig(dataset=dataset)
+        assert (config.source, config.target) == ("en", "de")
+    reverse = DataConfig(source="de", target="en")
+    assert (reverse.source, reverse.target, DataConfig(source="fr").target) == ("de", "en", "de")
+    for dataset in ("dates", "tsv", "files"):
+        assert (DataConfig(dataset=dataset).source, DataConfig(dataset=dataset).target) == (None, None)
+    named = DataConfig(dataset="files", source="fr", target="en")
+    assert (named.source, named.target) == ("fr", "en")
+    assert TrainConfig.from_flat(dataset="dates").flat()["source"] is None
+
+
 def test_each_kind_has_its_recipe_learning_rate():
     from keras_attention.base.options import MODEL_KINDS, RECIPE_LEARNING_RATES
 

@@ -71,7 +71,7 @@ import importlib.util
 spec = importlib.util.spec_from_file_location("untuned_iterators", "../tests/untuned_iterators.py")
 untuned = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(untuned)
-untuned.iterators_without_autotuning()
+untuned.untune_iterators()
 
 def run(code):
     out, ok, scope = io.StringIO(), True, None
