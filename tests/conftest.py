@@ -1,5 +1,6 @@
 import fcntl
 import gc
+import json
 import os
 import shutil
 import signal
@@ -138,6 +139,16 @@ def tiny_run(tmp_path_factory):
         assert main([*TINY_RUN, "--output", str(folder / "run")]) == 0
 
     return shared_folder(tmp_path_factory, "tiny_run", build) / "run"
+
+
+def copy_with_languages(translator, copy, source="fr", target="en"):
+    """Copy the translator folder `translator` to `copy`, recording `source`->`target` as its languages, as if
+    it had been trained with `--source SOURCE --target TARGET`. Returns `copy`."""
+    shutil.copytree(translator, copy)
+    config = json.loads((copy / "translator.json").read_text())
+    config["metadata"].update(source_language=source, target_language=target)
+    (copy / "translator.json").write_text(json.dumps(config))
+    return copy
 
 
 def shared_folder(tmp_path_factory, name, build):

@@ -10,7 +10,6 @@ real process, with TensorFlow's own log level unset, as a user's shell runs it.
 
 import gzip
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ import sys
 import pytest
 
 from keras_attention.cli import main
-from tests.conftest import TINY_TRAINING
+from tests.conftest import TINY_TRAINING, copy_with_languages
 
 pytestmark = pytest.mark.xdist_group("cli_bad_input")  # one worker: the world is built once
 
@@ -43,18 +42,15 @@ def world(tmp_path_factory, tiny_run):
     run = root / "run"
     shutil.copytree(tiny_run, run)
     translator = run / "translator"
-    for name, damage in [("truncated", "model"), ("broken_json", "json"), ("fr_en", "languages")]:
+    for name, damage in [("truncated", "model"), ("broken_json", "json")]:
         copy = root / name
         shutil.copytree(translator, copy)
         if damage == "model":
             data = (copy / "model.keras").read_bytes()
             (copy / "model.keras").write_bytes(data[: len(data) // 3])
-        elif damage == "json":
+        else:
             (copy / "translator.json").write_text('{"max_source_length": 32,\n  "source_tokenizer": [')
-        else:  # as if trained with --source fr --target en (dates record no languages)
-            config = json.loads((copy / "translator.json").read_text())
-            config["metadata"].update(source_language="fr", target_language="en")
-            (copy / "translator.json").write_text(json.dumps(config))
+    copy_with_languages(translator, root / "fr_en", "fr", "en")  # dates record no languages
     assert main(["export", str(translator), str(root / "served"), "--method", "greedy"]) == 0
     text = root / "text"
     text.mkdir()

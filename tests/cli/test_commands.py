@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from keras_attention.cli import main
+from tests.conftest import copy_with_languages
 
 pytestmark = pytest.mark.xdist_group("cli_demo")  # one worker: the demo runs once
 
@@ -125,10 +126,7 @@ def test_evaluate_takes_the_translators_languages_and_refuses_others(demo_dir, t
     # The demo learned dates, which are in no one language: its translator records none.
     config = json.loads((demo_dir / "translator" / "translator.json").read_text())
     assert (config["metadata"]["source_language"], config["metadata"]["target_language"]) == (None, None)
-    translator = tmp_path / "translator"  # the same model, as if trained with --source fr --target en
-    shutil.copytree(demo_dir / "translator", translator)
-    config["metadata"].update(source_language="fr", target_language="en")
-    (translator / "translator.json").write_text(json.dumps(config))
+    translator = copy_with_languages(demo_dir / "translator", tmp_path / "translator", "fr", "en")
     assert main(["evaluate", str(translator), "--dataset", "dates", "--split", "valid", "--max-examples", "8",
                  "--source", "fr", "--target", "en"]) == 0  # the translator's own: accepted
     capsys.readouterr()
