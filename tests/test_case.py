@@ -30,6 +30,12 @@ def fewer_under_jax(values, kept):
     return values if keras.backend.backend() != "jax" else [v for v in values if v in kept]
 
 
+def one_shape_under_jax(varied, fixed):
+    """`varied` (sizes a property test draws), or under JAX `fixed`: there each op compiles anew for every shape
+    it meets, so that a property's cases share one shape, and their compiled ops; the TensorFlow pass varies it."""
+    return fixed if keras.backend.backend() == "jax" else varied
+
+
 def jit_compile(fn):
     """`fn` compiled with XLA by the current backend: `tf.function(jit_compile=True)` or `jax.jit`."""
     backend = keras.backend.backend()

@@ -2,7 +2,6 @@
 
 import re
 
-import keras
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,7 +11,7 @@ from keras import ops
 
 from keras_attention.layers import MultiHeadAttention
 from tests.layers.test_multi_head_attention import _np, _padding_mask, _randn
-from tests.test_case import run_layer_test
+from tests.test_case import one_shape_under_jax, run_layer_test
 
 pytestmark = pytest.mark.jax_pass  # the layers hold the backend ops: all of them run on JAX too
 
@@ -43,8 +42,9 @@ def test_layer_harness_cross_attention_cache(tmp_path):
     )
 
 
-@settings(max_examples=8 if keras.backend.backend() == "jax" else 16, deadline=None, derandomize=True, database=None)
-@given(pads=st.lists(st.integers(0, 4), min_size=1, max_size=3), left=st.booleans(), seed=st.integers(0, 99))
+@settings(max_examples=16, deadline=None, derandomize=True, database=None)
+@given(pads=st.lists(st.integers(0, 4), min_size=one_shape_under_jax(1, 3), max_size=3), left=st.booleans(),
+       seed=st.integers(0, 99))
 def test_cached_prefill_and_steps_equal_the_full_pass_on_padded_rows(pads, left, seed):
     """Property: with padding (left or right, random amounts), filling the cache in one call or one
     token at a time (the mask over the whole cache) gives the full pass's numbers at real positions."""

@@ -7,7 +7,6 @@ positions' outputs must agree to float32 round-off. Hypothesis draws the
 cases from a fixed seed (`derandomize=True`), a bounded number of them.
 """
 
-import keras
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,15 +14,19 @@ from hypothesis import strategies as st
 
 from keras_attention.layers import BahdanauAttention, LuongAttention, TransformerDecoder, TransformerEncoder
 from keras_attention.models import Seq2SeqRNN
+from tests.test_case import one_shape_under_jax
 
 pytestmark = pytest.mark.jax_pass  # the layers hold the backend ops: all of them run on JAX too
 
 D = 8
-# Under JAX every new shape compiles every op: a third as many cases there (the masks' code is the same).
-CASES = settings(max_examples=4 if keras.backend.backend() == "jax" else 12, deadline=None, derandomize=True,
-                 database=None)
-lengths_st = st.lists(st.integers(1, 7), min_size=1, max_size=3)
-extra_st = st.integers(1, 5)
+ROWS, WIDTH = 3, 7  # at most 3 rows of at most 7 positions
+# Under JAX: always 3 rows, padded to 7 positions and 5 more (the lengths, the weights and the garbage still vary).
+FIXED_SHAPES = one_shape_under_jax(False, True)
+CASES = settings(max_examples=12, deadline=None, derandomize=True, database=None)
+lengths_st = st.lists(st.integers(1, WIDTH), min_size=one_shape_under_jax(1, ROWS), max_size=ROWS)
+extra_st = one_shape_under_jax(st.integers(1, 5), st.just(5))
+# An RNN's loop (a `lax.scan` under JAX) compiles anew at every call whatever the shapes: a third as many cases there.
+RNN_CASES = settings(CASES, max_examples=one_shape_under_jax(12, 4))
 
 
 def padded(lengths, extra, seed, depth=D):
@@ -32,7 +35,7 @@ def padded(lengths, extra, seed, depth=D):
     Returns the two arrays and their boolean masks (True at real positions).
     """
     rng = np.random.default_rng(seed)
-    width = max(lengths)
+    width = WIDTH if FIXED_SHAPES else max(lengths)
     short = rng.normal(size=(len(lengths), width, depth)).astype("float32")
     long = rng.normal(size=(len(lengths), width + extra, depth)).astype("float32") * 50  # garbage
     masks = []
@@ -53,7 +56,7 @@ def assert_same_at_real_positions(a, b, mask):
 @CASES
 @given(lengths=lengths_st, extra=extra_st)
 def test_transformer_encoder(lengths, extra):
-    short, long, short_mask, long_mask = padded(lengths, extra, seed=len(lengths) * 10 + extra)
+    short, long, short_mask, long_mask = padded(lengths, extra, seed=sum(lengths) * 10 + extra)
     layer = TransformerEncoder(num_heads=2, intermediate_dim=16)
     assert_same_at_real_positions(layer(short, padding_mask=short_mask), layer(long, padding_mask=long_mask),
                                   short_mask)
@@ -89,13 +92,13 @@ def test_rnn_attention_ignores_masked_values(lengths, extra, kind):
     np.testing.assert_allclose(np.asarray(weights_a)[short_mask], weights_b[long_mask], atol=1e-6)
 
 
-@CASES
+@RNN_CASES
 @given(lengths=lengths_st, extra=extra_st, cell=st.sampled_from(["gru", "lstm"]))
 def test_bidirectional_rnn_encoder(lengths, extra, cell):
     """The backward direction must start at each row's last real token, not in the padding."""
     model = Seq2SeqRNN(30, 30, attention="bahdanau", cell=cell, embedding_dim=8, units=8)
-    rng = np.random.default_rng(len(lengths) + extra)
-    width = max(lengths)
+    rng = np.random.default_rng(sum(lengths) + extra)
+    width = WIDTH if FIXED_SHAPES else max(lengths)
     ids = np.zeros((len(lengths), width), "int32")
     for row, n in enumerate(lengths):
         ids[row, :n] = rng.integers(1, 30, n)
