@@ -159,26 +159,43 @@ def test_overwrite_replaces_a_corpus_only_once_the_new_one_is_complete(corpus, t
     assert sorted(os.listdir(tmp_path)) == ["mine"]
 
 
-def read_with_two_workers(folder, tmp_path):
-    """Run two worker processes on 127.0.0.1 (MultiWorkerMirroredStrategy) over `folder`."""
+@pytest.fixture(scope="module")
+def two_worker_reads(corpus, tmp_path_factory):
+    """What each of two worker processes on 127.0.0.1 (MultiWorkerMirroredStrategy) reads in one epoch of the
+    corpus ("corpus") and of a corpus of a single shard ("one_shard"): `(rows, results)` for each. One pair of
+    processes reads both in turn (each process starts TensorFlow, about 5 s)."""
+    import tensorflow as tf
+
     from tests.training import subprocesses
 
+    tmp_path = tmp_path_factory.mktemp("two_workers")
+    one_shard = tmp_path / "one_shard"
+    pairs = [(" ".join(corpus["source"][i:i + 3]), corpus["target"][i]) for i in range(400)]
+    dataset = tf.data.Dataset.from_tensor_slices(tuple(map(list, zip(*pairs))))
+    write_prepared_corpus(dataset, corpus["tok"], corpus["tok"], str(one_shard), max_length=64, num_pairs=400,
+                          shard_size=1000, seed=0)
+    folders = {"corpus": corpus["folder"], "one_shard": one_shard}
     worker = os.path.join(subprocesses.HERE, "distributed_worker.py")
     processes = []
     try:
         processes += subprocesses.start_workers(
-            2, lambda index: [worker, "shards", str(tmp_path / f"w{index}.json"), str(folder)], tmp_path)
+            2, lambda index: [worker, "shards", str(tmp_path / f"w{index}.json"), *map(str, folders.values())],
+            tmp_path)
         codes = subprocesses.finish(processes, timeout=300)
     finally:
         for p in processes:
             subprocesses.kill(p)
     assert codes == [0, 0], subprocesses.logs(processes)
-    results = [json.loads((tmp_path / f"w{index}.json").read_text()) for index in range(2)]
-    for result in results:
-        assert result["replicas"] == 2
-        assert all(size in (0, 4) for size in result["sizes"])  # global batch 8 over 2 replicas
-        assert len(result["sizes"]) == result["steps"]  # one replica a worker
-    return [[tuple(row) for row in result["rows"]] for result in results], results
+    by_worker = [json.loads((tmp_path / f"w{index}.json").read_text()) for index in range(2)]
+    reads = {}
+    for name, results in zip(folders, zip(*by_worker)):  # each folder's results, one a worker
+        for result in results:
+            assert result["replicas"] == 2
+            assert all(size in (0, 4) for size in result["sizes"])  # global batch 8 over 2 replicas
+            assert len(result["sizes"]) == result["steps"]  # one replica a worker
+        reads[name] = [[tuple(row) for row in result["rows"]] for result in results], list(results)
+    reads["one_shard_folder"] = one_shard
+    return reads
 
 
 def shard_index(folder):
@@ -189,8 +206,8 @@ def shard_index(folder):
             for shard in manifest["shards"]]
 
 
-def test_two_workers_read_disjoint_shards(corpus, tmp_path):
-    rows, results = read_with_two_workers(corpus["folder"], tmp_path)
+def test_two_workers_read_disjoint_shards(corpus, two_worker_reads):
+    rows, results = two_worker_reads["corpus"]
     shards = shard_index(corpus["folder"])
     only_in = {row: i for i, rows_i in enumerate(shards) for row in rows_i
                if sum(row in other for other in shards) == 1}  # rows found in one shard only
@@ -207,16 +224,9 @@ def test_two_workers_read_disjoint_shards(corpus, tmp_path):
     assert expected == min(first_empty), (expected, first_empty)
 
 
-def test_two_workers_split_each_batch_of_a_single_shard(corpus, tmp_path):
-    folder = tmp_path / "one_shard"
-    pairs = [(" ".join(corpus["source"][i:i + 3]), corpus["target"][i]) for i in range(400)]
-    import tensorflow as tf
-    dataset = tf.data.Dataset.from_tensor_slices(tuple(map(list, zip(*pairs))))
-    write_prepared_corpus(dataset, corpus["tok"], corpus["tok"], str(folder), max_length=64, num_pairs=400,
-                          shard_size=1000,
-                          seed=0)
-    rows, results = read_with_two_workers(folder, tmp_path)
-    (everything,) = shard_index(folder)
+def test_two_workers_split_each_batch_of_a_single_shard(two_worker_reads):
+    rows, results = two_worker_reads["one_shard"]
+    (everything,) = shard_index(two_worker_reads["one_shard_folder"])
     assert collections.Counter(rows[0]) + collections.Counter(rows[1]) <= everything  # no pair twice
     # Both workers hold data for each step: a step is one batch, half on each worker.
     assert results[0]["steps"] == results[1]["steps"] == results[0]["expected_steps"]

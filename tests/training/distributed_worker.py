@@ -13,10 +13,10 @@
         weights (named `weights/<path>`), the paths of those to compare with one
         device (`compared`), and the loss.
 
-    python distributed_worker.py shards OUT.json PREPARED_FOLDER
-        Under the multi-worker strategy (TF_CONFIG), reads one epoch of the
-        prepared corpus through `experimental_distribute_dataset`, as `fit`
-        does; writes the source rows this worker saw.
+    python distributed_worker.py shards OUT.json PREPARED_FOLDER...
+        Under the multi-worker strategy (TF_CONFIG), reads one epoch of each
+        prepared corpus in turn through `experimental_distribute_dataset`, as
+        `fit` does; writes, for each, the source rows this worker saw.
 
 The batches have uneven padding: in every global batch the first half has
 short targets and the second half long ones, so the two replicas see very
@@ -143,24 +143,27 @@ def train_worker(out, strategy_name):
              steps=int(model.optimizer.iterations.numpy()), compared=compared, **weights)
 
 
-def read_shards(out, prepared_folder):
+def read_shards(out, prepared_folders):
     from keras_attention.data import PreparedCorpus
 
     from keras_attention.training.distribution import num_workers, worker_index
 
     strategy = get_strategy("multi_worker")
-    corpus = PreparedCorpus(prepared_folder)
     workers = num_workers(strategy)
-    ds = corpus.dataset(batch_size=8, num_workers=workers, worker_index=worker_index(strategy), seed=1)
-    rows, steps, sizes = [], 0, []
-    for (source, _), _ in strategy.experimental_distribute_dataset(ds):
-        steps += 1
-        for local in strategy.experimental_local_results(source):
-            sizes.append(int(local.shape[0]))
-            rows.extend([int(i) for i in row if i != 0] for row in local.numpy())
+    reads = []
+    for folder in prepared_folders:
+        corpus = PreparedCorpus(folder)
+        ds = corpus.dataset(batch_size=8, num_workers=workers, worker_index=worker_index(strategy), seed=1)
+        rows, steps, sizes = [], 0, []
+        for (source, _), _ in strategy.experimental_distribute_dataset(ds):
+            steps += 1
+            for local in strategy.experimental_local_results(source):
+                sizes.append(int(local.shape[0]))
+                rows.extend([int(i) for i in row if i != 0] for row in local.numpy())
+        reads.append({"replicas": strategy.num_replicas_in_sync, "rows": rows, "steps": steps, "sizes": sizes,
+                      "expected_steps": corpus.steps_per_epoch(batch_size=8, num_workers=workers)})
     with open(out, "w") as f:
-        json.dump({"replicas": strategy.num_replicas_in_sync, "rows": rows, "steps": steps, "sizes": sizes,
-                   "expected_steps": corpus.steps_per_epoch(batch_size=8, num_workers=workers)}, f)
+        json.dump(reads, f)
 
 
 if __name__ == "__main__":
@@ -170,4 +173,4 @@ if __name__ == "__main__":
     elif mode == "worker":
         train_worker(out, os.environ.get("STRATEGY", "multi_worker"))
     else:
-        read_shards(out, sys.argv[3])
+        read_shards(out, sys.argv[3:])
