@@ -206,6 +206,7 @@ def shard_index(folder):
             for shard in manifest["shards"]]
 
 
+@pytest.mark.xdist_group("two_worker_reads")  # one worker: the worker processes start once
 def test_two_workers_read_disjoint_shards(corpus, two_worker_reads):
     rows, results = two_worker_reads["corpus"]
     shards = shard_index(corpus["folder"])
@@ -224,6 +225,7 @@ def test_two_workers_read_disjoint_shards(corpus, two_worker_reads):
     assert expected == min(first_empty), (expected, first_empty)
 
 
+@pytest.mark.xdist_group("two_worker_reads")  # one worker: the worker processes start once
 def test_two_workers_split_each_batch_of_a_single_shard(two_worker_reads):
     rows, results = two_worker_reads["one_shard"]
     (everything,) = shard_index(two_worker_reads["one_shard_folder"])

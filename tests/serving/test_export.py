@@ -12,7 +12,7 @@ import tensorflow as tf
 from keras_attention.serving import export
 from tests.serving.conftest import MAX_SOURCE_LENGTH
 
-# Runs in a fresh interpreter: only tensorflow, then tensorflow_text.
+# Runs in a fresh interpreter: only tensorflow, then tensorflow_text. The job: {name: [export folder, sentences]}.
 _CHILD = r"""
 import json, os, sys
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
@@ -22,52 +22,60 @@ from tensorflow.python.framework import op_def_registry
 
 job = json.load(open(sys.argv[1]))
 report = {}
-for method, path in job["exports"].items():
+for name, (path, _) in job.items():
     proto = saved_model_pb2.SavedModel()
     with open(os.path.join(path, "saved_model.pb"), "rb") as f:
         proto.ParseFromString(f.read())
     graph = proto.meta_graphs[0].graph_def
-    ops = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
-    report.setdefault("ops", sorted(ops))
-    report["not_core"] = sorted(op for op in ops if op_def_registry.get(op) is None)
+    ops = sorted({n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def})
+    report[name] = {"ops": ops, "not_core": [op for op in ops if op_def_registry.get(op) is None]}
 import tensorflow_text  # registers the TF Text ops the model server links in
-report["unregistered"] = sorted(op for op in report["ops"] if op_def_registry.get(op) is None)
-for method, path in job["exports"].items():
-    translate = tf.saved_model.load(path).signatures["serving_default"]
-    out = translate(sentences=tf.constant(job["sentences"]))
-    report[method] = {
-        "translations": [t.decode("utf-8") for t in out["translations"].numpy()],
-        "scores": out["scores"].numpy().tolist(),
-    }
+for name, (path, sentences) in job.items():
+    report[name]["unregistered"] = [op for op in report[name]["ops"] if op_def_registry.get(op) is None]
+    out = tf.saved_model.load(path).signatures["serving_default"](sentences=tf.constant(sentences))
+    report[name]["translations"] = [t.decode("utf-8") for t in out["translations"].numpy()]
+    report[name]["scores"] = out["scores"].numpy().tolist()
 report["modules"] = sorted(
     m for m in sys.modules if m.split(".")[0] in ("keras_attention", "keras_hub", "keras")
 )
 print("REPORT " + json.dumps(report))
 """
+METHODS = (("greedy", {}), ("beam", {"beam_size": 3, "length_penalty": 0.6}))  # the exports' settings
 
 
-def test_separate_process_with_only_tf_and_tf_text_translates_like_memory(
-    translator, exports, validation_sample, tmp_path
-):
-    job = tmp_path / "job.json"
-    job.write_text(json.dumps({"exports": exports, "sentences": validation_sample}))
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(job)], capture_output=True, text=True, timeout=600,
-        env={**os.environ, "PYTHONPATH": ""}, cwd=str(tmp_path),
-    )
+@pytest.fixture(scope="module")
+def in_a_fresh_process(translator, exports, validation_sample, tmp_path_factory):
+    """`(report, xla_exports)`: the exports, plain and XLA-compiled (`xla_greedy`, `xla_beam`), loaded by one
+    fresh interpreter with only TensorFlow and TensorFlow Text (it pays for TensorFlow once), and what it saw."""
+    root = tmp_path_factory.mktemp("fresh_process")
+    xla = {"greedy": export(translator, str(root / "greedy"), method="greedy", jit_compile=True),
+           "beam": export(translator, str(root / "beam"), beam_size=3, jit_compile=True)}
+    job = {**{method: [path, validation_sample] for method, path in exports.items()},
+           **{f"xla_{method}": [path, validation_sample[:40] + [""]] for method, path in xla.items()}}
+    (root / "job.json").write_text(json.dumps(job))
+    done = subprocess.run([sys.executable, "-c", _CHILD, str(root / "job.json")], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONPATH": ""}, cwd=str(root))
     assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.split("REPORT ", 1)[1])
+    return json.loads(done.stdout.split("REPORT ", 1)[1]), xla
+
+
+@pytest.mark.xdist_group("export_fresh_process")  # one worker: the fresh process runs once
+def test_separate_process_with_only_tf_and_tf_text_translates_like_memory(
+    translator, validation_sample, in_a_fresh_process
+):
+    report, _ = in_a_fresh_process
     print("\nmodules of keras* in the child:", report["modules"])
-    print("ops outside core TensorFlow:", report["not_core"])
     assert not [m for m in report["modules"] if m.split(".")[0] in ("keras_attention", "keras_hub")]
-    # Every op is TensorFlow's or, for the few text ops, TensorFlow Text's; no Python ops.
-    assert report["unregistered"] == []
-    assert set(report["not_core"]) <= {"NormalizeUTF8", "WordpieceTokenizeWithOffsets"}
-    assert not {"PyFunc", "EagerPyFunc", "PyFuncStateless"} & set(report["ops"])
-    for method, options in (("greedy", {}), ("beam", {"beam_size": 3, "length_penalty": 0.6})):
+    for method, options in METHODS:
+        seen = report[method]
+        print(method, "ops outside core TensorFlow:", seen["not_core"])
+        # Every op is TensorFlow's or, for the few text ops, TensorFlow Text's; no Python ops.
+        assert seen["unregistered"] == []
+        assert set(seen["not_core"]) <= {"NormalizeUTF8", "WordpieceTokenizeWithOffsets"}
+        assert not {"PyFunc", "EagerPyFunc", "PyFuncStateless"} & set(seen["ops"])
         expected = translator.translate(validation_sample, method=method, **options)
-        assert report[method]["translations"] == expected.texts
-        np.testing.assert_allclose(report[method]["scores"], expected.scores, rtol=1e-4, atol=1e-4)
+        assert seen["translations"] == expected.texts
+        np.testing.assert_allclose(seen["scores"], expected.scores, rtol=1e-4, atol=1e-4)
 
 
 def test_tf1_session_like_the_model_server(exports, signatures, validation_sample):
@@ -254,13 +262,15 @@ def test_rnn_with_attention_exports_too(translator, validation_sample, tmp_path)
     assert [t.decode("utf-8") for t in texts] == rnn(sentences, method="beam", beam_size=2)
 
 
-def test_xla_compiled_export_translates_like_the_plain_one(translator, validation_sample, tmp_path):
+@pytest.mark.xdist_group("export_fresh_process")  # one worker: the fresh process runs once
+def test_xla_compiled_export_translates_like_the_plain_one(
+    translator, validation_sample, in_a_fresh_process, tmp_path
+):
     """`jit_compile=True` saves the decoding loop as an XLA-compiled function; reloaded in
     a process with only TensorFlow and TensorFlow Text, it translates as the translator does."""
     from tensorflow.core.protobuf import saved_model_pb2
 
-    exports = {"greedy": export(translator, str(tmp_path / "greedy"), method="greedy", jit_compile=True),
-               "beam": export(translator, str(tmp_path / "beam"), beam_size=3, jit_compile=True)}
+    report, exports = in_a_fresh_process
     proto = saved_model_pb2.SavedModel()
     with open(os.path.join(exports["beam"], "saved_model.pb"), "rb") as f:
         proto.ParseFromString(f.read())
@@ -268,16 +278,11 @@ def test_xla_compiled_export_translates_like_the_plain_one(translator, validatio
     assert any(f.attr["_XlaMustCompile"].b for f in library)  # the decoding loop, marked for XLA
     with open(os.path.join(exports["beam"], "assets.extra", "keras_attention.json"), encoding="utf-8") as f:
         assert json.load(f)["jit_compile"] is True
-    job = tmp_path / "job.json"
-    job.write_text(json.dumps({"exports": exports, "sentences": validation_sample[:40] + [""]}))
-    done = subprocess.run([sys.executable, "-c", _CHILD, str(job)], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": ""}, cwd=str(tmp_path))
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.split("REPORT ", 1)[1])
-    assert report["unregistered"] == []
-    for method, options in (("greedy", {}), ("beam", {"beam_size": 3, "length_penalty": 0.6})):
+    for method, options in METHODS:
+        seen = report[f"xla_{method}"]
+        assert seen["unregistered"] == []
         expected = translator.translate(validation_sample[:40] + [""], method=method, **options)
-        assert report[method]["translations"] == expected.texts
-        np.testing.assert_allclose(report[method]["scores"], expected.scores, rtol=1e-4, atol=1e-4)
+        assert seen["translations"] == expected.texts
+        np.testing.assert_allclose(seen["scores"], expected.scores, rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="jit_compile=1"):
         export(translator, str(tmp_path / "bad"), jit_compile=1)
