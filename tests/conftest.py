@@ -141,7 +141,7 @@ def tiny_run(tmp_path_factory):
     return shared_folder(tmp_path_factory, "tiny_run", build) / "run"
 
 
-def copy_with_languages(translator, copy, source="fr", target="en"):
+def copy_with_languages(translator, copy, source, target):
     """Copy the translator folder `translator` to `copy`, recording `source`->`target` as its languages, as if
     it had been trained with `--source SOURCE --target TARGET`. Returns `copy`."""
     shutil.copytree(translator, copy)

@@ -31,8 +31,9 @@ def fewer_under_jax(values, kept):
 
 
 def one_shape_under_jax(varied, fixed):
-    """`varied` (sizes a property test draws), or under JAX `fixed`: there each op compiles anew for every shape
-    it meets, so that a property's cases share one shape, and their compiled ops; the TensorFlow pass varies it."""
+    """`varied`, or under JAX `fixed`: a property test's sizes (or the strategies that draw them). Under JAX each op
+    compiles anew for every shape it meets, so a property's cases there share one shape, and their compiled ops;
+    the TensorFlow pass varies it."""
     return fixed if keras.backend.backend() == "jax" else varied
 
 

@@ -162,8 +162,8 @@ def test_overwrite_replaces_a_corpus_only_once_the_new_one_is_complete(corpus, t
 @pytest.fixture(scope="module")
 def two_worker_reads(corpus, tmp_path_factory):
     """What each of two worker processes on 127.0.0.1 (MultiWorkerMirroredStrategy) reads in one epoch of the
-    corpus ("corpus") and of a corpus of a single shard ("one_shard"): `(rows, results)` for each. One pair of
-    processes reads both in turn (each process starts TensorFlow, about 5 s)."""
+    corpus ("corpus") and of a corpus of a single shard ("one_shard"): for each, its folder, and the rows and the
+    results of each worker. One pair of processes reads both in turn (each process starts TensorFlow, about 5 s)."""
     import tensorflow as tf
 
     from tests.training import subprocesses
@@ -181,7 +181,7 @@ def two_worker_reads(corpus, tmp_path_factory):
         processes += subprocesses.start_workers(
             2, lambda index: [worker, "shards", str(tmp_path / f"w{index}.json"), *map(str, folders.values())],
             tmp_path)
-        codes = subprocesses.finish(processes, timeout=300)
+        codes = subprocesses.finish(processes, timeout=600)
     finally:
         for p in processes:
             subprocesses.kill(p)
@@ -193,8 +193,8 @@ def two_worker_reads(corpus, tmp_path_factory):
             assert result["replicas"] == 2
             assert all(size in (0, 4) for size in result["sizes"])  # global batch 8 over 2 replicas
             assert len(result["sizes"]) == result["steps"]  # one replica a worker
-        reads[name] = [[tuple(row) for row in result["rows"]] for result in results], list(results)
-    reads["one_shard_folder"] = one_shard
+        reads[name] = {"folder": folders[name], "results": list(results),
+                       "rows": [[tuple(row) for row in result["rows"]] for result in results]}
     return reads
 
 
@@ -208,7 +208,7 @@ def shard_index(folder):
 
 @pytest.mark.xdist_group("two_worker_reads")  # one worker: the worker processes start once
 def test_two_workers_read_disjoint_shards(corpus, two_worker_reads):
-    rows, results = two_worker_reads["corpus"]
+    rows, results = two_worker_reads["corpus"]["rows"], two_worker_reads["corpus"]["results"]
     shards = shard_index(corpus["folder"])
     only_in = {row: i for i, rows_i in enumerate(shards) for row in rows_i
                if sum(row in other for other in shards) == 1}  # rows found in one shard only
@@ -227,8 +227,9 @@ def test_two_workers_read_disjoint_shards(corpus, two_worker_reads):
 
 @pytest.mark.xdist_group("two_worker_reads")  # one worker: the worker processes start once
 def test_two_workers_split_each_batch_of_a_single_shard(two_worker_reads):
-    rows, results = two_worker_reads["one_shard"]
-    (everything,) = shard_index(two_worker_reads["one_shard_folder"])
+    read = two_worker_reads["one_shard"]
+    rows, results = read["rows"], read["results"]
+    (everything,) = shard_index(read["folder"])
     assert collections.Counter(rows[0]) + collections.Counter(rows[1]) <= everything  # no pair twice
     # Both workers hold data for each step: a step is one batch, half on each worker.
     assert results[0]["steps"] == results[1]["steps"] == results[0]["expected_steps"]

@@ -1,12 +1,13 @@
 """Property: outputs at real positions do not depend on the padding (how much, or what it holds).
 
 For random batches of rows of random lengths, each layer runs once on the
-batch padded to its longest row and once with extra padding whose content is
+batch padded to its longest row (under JAX, to 7 positions) and once with extra padding whose content is
 random garbage; the masks are passed the way a user passes them. The real
 positions' outputs must agree to float32 round-off. Hypothesis draws the
 cases from a fixed seed (`derandomize=True`), a bounded number of them.
 """
 
+import keras
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -20,17 +21,22 @@ pytestmark = pytest.mark.jax_pass  # the layers hold the backend ops: all of the
 
 D = 8
 ROWS, WIDTH = 3, 7  # at most 3 rows of at most 7 positions
-# Under JAX: always 3 rows, padded to 7 positions and 5 more (the lengths, the weights and the garbage still vary).
-FIXED_SHAPES = one_shape_under_jax(False, True)
+# Under JAX, where each op compiles anew for every shape it meets, every case has 3 rows padded to 7 positions, and 5
+# more: the cases share their compiled ops, while the lengths, the values and the garbage still vary.
+FIXED_SHAPES = keras.backend.backend() == "jax"
 CASES = settings(max_examples=12, deadline=None, derandomize=True, database=None)
 lengths_st = st.lists(st.integers(1, WIDTH), min_size=one_shape_under_jax(1, ROWS), max_size=ROWS)
 extra_st = one_shape_under_jax(st.integers(1, 5), st.just(5))
-# An RNN's loop (a `lax.scan` under JAX) compiles anew at every call whatever the shapes: a third as many cases there.
+# An RNN's loop (a `lax.scan` under JAX) compiles anew at every call whatever the shapes: its test keeps varied shapes
+# on both backends, and runs a third as many cases under JAX.
 RNN_CASES = settings(CASES, max_examples=one_shape_under_jax(12, 4))
+varied_lengths_st = st.lists(st.integers(1, WIDTH), min_size=1, max_size=ROWS)
+varied_extra_st = st.integers(1, 5)
 
 
 def padded(lengths, extra, seed, depth=D):
-    """Two versions of the same rows: `(B, max, depth)` and `(B, max + extra, depth)`, garbage in the padding.
+    """Two versions of the same rows: `(B, W, depth)` and `(B, W + extra, depth)`, garbage in the padding, where
+    W is the longest row (7 under JAX). `seed` seeds NumPy's generator (an int or a list of ints).
 
     Returns the two arrays and their boolean masks (True at real positions).
     """
@@ -56,7 +62,7 @@ def assert_same_at_real_positions(a, b, mask):
 @CASES
 @given(lengths=lengths_st, extra=extra_st)
 def test_transformer_encoder(lengths, extra):
-    short, long, short_mask, long_mask = padded(lengths, extra, seed=sum(lengths) * 10 + extra)
+    short, long, short_mask, long_mask = padded(lengths, extra, seed=[0, *lengths, extra])
     layer = TransformerEncoder(num_heads=2, intermediate_dim=16)
     assert_same_at_real_positions(layer(short, padding_mask=short_mask), layer(long, padding_mask=long_mask),
                                   short_mask)
@@ -67,8 +73,9 @@ def test_transformer_encoder(lengths, extra):
 def test_transformer_decoder(lengths, extra, source_lengths, source_extra):
     n = min(len(lengths), len(source_lengths))
     lengths, source_lengths = lengths[:n], source_lengths[:n]
-    short, long, short_mask, long_mask = padded(lengths, extra, seed=1)
-    enc_short, enc_long, enc_short_mask, enc_long_mask = padded(source_lengths, source_extra, seed=2)
+    short, long, short_mask, long_mask = padded(lengths, extra, seed=[1, *lengths, extra])
+    enc_short, enc_long, enc_short_mask, enc_long_mask = padded(source_lengths, source_extra,
+                                                                seed=[2, *source_lengths, source_extra])
     layer = TransformerDecoder(num_heads=2, intermediate_dim=16)
     a = layer(short, enc_short, decoder_padding_mask=short_mask, encoder_padding_mask=enc_short_mask)
     b = layer(long, enc_long, decoder_padding_mask=long_mask, encoder_padding_mask=enc_long_mask)
@@ -78,8 +85,8 @@ def test_transformer_decoder(lengths, extra, source_lengths, source_extra):
 @CASES
 @given(lengths=lengths_st, extra=extra_st, kind=st.sampled_from(["bahdanau", "luong_general", "luong_dot"]))
 def test_rnn_attention_ignores_masked_values(lengths, extra, kind):
-    values_short, values_long, short_mask, long_mask = padded(lengths, extra, seed=3)
-    query = np.random.default_rng(4).normal(size=(len(lengths), D)).astype("float32")
+    values_short, values_long, short_mask, long_mask = padded(lengths, extra, seed=[3, *lengths, extra])
+    query = np.random.default_rng([4, *lengths, extra]).normal(size=(len(lengths), D)).astype("float32")
     if kind == "bahdanau":
         layer = BahdanauAttention(units=8)
     else:
@@ -93,12 +100,12 @@ def test_rnn_attention_ignores_masked_values(lengths, extra, kind):
 
 
 @RNN_CASES
-@given(lengths=lengths_st, extra=extra_st, cell=st.sampled_from(["gru", "lstm"]))
+@given(lengths=varied_lengths_st, extra=varied_extra_st, cell=st.sampled_from(["gru", "lstm"]))
 def test_bidirectional_rnn_encoder(lengths, extra, cell):
     """The backward direction must start at each row's last real token, not in the padding."""
     model = Seq2SeqRNN(30, 30, attention="bahdanau", cell=cell, embedding_dim=8, units=8)
-    rng = np.random.default_rng(sum(lengths) + extra)
-    width = WIDTH if FIXED_SHAPES else max(lengths)
+    rng = np.random.default_rng([*lengths, extra])
+    width = max(lengths)
     ids = np.zeros((len(lengths), width), "int32")
     for row, n in enumerate(lengths):
         ids[row, :n] = rng.integers(1, 30, n)
