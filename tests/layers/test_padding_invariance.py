@@ -7,7 +7,6 @@ positions' outputs must agree to float32 round-off. Hypothesis draws the
 cases from a fixed seed (`derandomize=True`), a bounded number of them.
 """
 
-import keras
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -23,7 +22,6 @@ D = 8
 ROWS, WIDTH = 3, 7  # at most 3 rows of at most 7 positions
 # Under JAX, where each op compiles anew for every shape it meets, every case has 3 rows padded to 7 positions, and 5
 # more: the cases share their compiled ops, while the lengths, the values and the garbage still vary.
-FIXED_SHAPES = keras.backend.backend() == "jax"
 CASES = settings(max_examples=12, deadline=None, derandomize=True, database=None)
 lengths_st = st.lists(st.integers(1, WIDTH), min_size=one_shape_under_jax(1, ROWS), max_size=ROWS)
 extra_st = one_shape_under_jax(st.integers(1, 5), st.just(5))
@@ -41,7 +39,7 @@ def padded(lengths, extra, seed, depth=D):
     Returns the two arrays and their boolean masks (True at real positions).
     """
     rng = np.random.default_rng(seed)
-    width = WIDTH if FIXED_SHAPES else max(lengths)
+    width = one_shape_under_jax(max(lengths), WIDTH)
     short = rng.normal(size=(len(lengths), width, depth)).astype("float32")
     long = rng.normal(size=(len(lengths), width + extra, depth)).astype("float32") * 50  # garbage
     masks = []
