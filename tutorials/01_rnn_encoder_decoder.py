@@ -345,17 +345,17 @@ for label, count, cased, lower in rows:
 
 labels = [r[0] for r in rows]
 fig, ax = plt.subplots(figsize=(6, 3.5))
-ax.bar(labels, [r[3] for r in rows], color="tab:gray")
+ax.bar(labels, [r[2] for r in rows], color="tab:gray")
 ax.set_xlabel("English sentence length (words)")
-ax.set_ylabel("BLEU (lower-cased)")
+ax.set_ylabel("BLEU")
 ax.set_title("Fixed-vector encoder-decoder on Multi30k test")
 fig.tight_layout()
 fig.savefig(figure_path("01_bleu_by_length.png"), dpi=100)
-short, long = rows[0][3], rows[-1][3]
+short, long = rows[0][2], rows[-1][2]
 change = (long - short) / short if short > 0 else float("nan")  # (a QUICK run may score 0)
 print(f"shortest bucket {short:.2f} BLEU, longest {long:.2f}: a relative change of {change:+.1%}")
 overall = evaluate_bleu(translator, test_pairs)
-_common.result(f"BLEU {overall['bleu_lowercase']:.1f} (lower-cased, greedy, {len(test_pairs)} test sentences)")
+_common.result(f"BLEU {overall['bleu']:.1f} (greedy, {len(test_pairs)} test sentences)")
 
 # %% [markdown]
 # The line before the result compares the shortest and the longest bucket of this run:

@@ -142,26 +142,26 @@ print(f"parameters: fixed vector {baseline.model.count_params():,}, "
 test_pairs = translation_data.test_pairs
 rows = {name: _common.bleu_by_length(t, test_pairs) for name, t in
         (("fixed vector", baseline), ("Bahdanau", translator))}
-print(f"{'words':>6} {'sentences':>9} {'fixed vector':>13} {'Bahdanau':>9}   (lower-cased BLEU)")
+print(f"{'words':>6} {'sentences':>9} {'fixed vector':>13} {'Bahdanau':>9}   (BLEU)")
 for fixed, attended in zip(rows["fixed vector"], rows["Bahdanau"]):
-    print(f"{fixed[0]:>6} {fixed[1]:9d} {fixed[3]:13.2f} {attended[3]:9.2f}")
+    print(f"{fixed[0]:>6} {fixed[1]:9d} {fixed[2]:13.2f} {attended[2]:9.2f}")
 
 # Each bucket's BLEU relative to the same model's shortest bucket: how much each model loses with length.
-relative = {name: np.array([r[3] for r in buckets]) / (buckets[0][3] or np.nan) for name, buckets in rows.items()}
+relative = {name: np.array([r[2] for r in buckets]) / (buckets[0][2] or np.nan) for name, buckets in rows.items()}
 labels = [r[0] for r in rows["Bahdanau"]]
 x = np.arange(len(labels))
 fig, (absolute_ax, relative_ax) = plt.subplots(1, 2, figsize=(11, 3.6))
 for offset, (name, color) in zip((-0.2, 0.2), (("fixed vector", "tab:gray"), ("Bahdanau", "tab:blue"))):
-    absolute_ax.bar(x + offset, [r[3] for r in rows[name]], 0.4, label=name, color=color)
+    absolute_ax.bar(x + offset, [r[2] for r in rows[name]], 0.4, label=name, color=color)
     relative_ax.plot(x, relative[name], "o-", label=name, color=color)
-absolute_ax.set(xticks=x, xticklabels=labels, xlabel="English sentence length (words)", ylabel="BLEU (lower-cased)")
+absolute_ax.set(xticks=x, xticklabels=labels, xlabel="English sentence length (words)", ylabel="BLEU")
 relative_ax.axhline(1.0, color="black", linewidth=0.5)
 relative_ax.set(xticks=x, xticklabels=labels, xlabel="English sentence length (words)",
                 ylabel="BLEU / BLEU of the shortest bucket")
 absolute_ax.legend()
 fig.tight_layout()
 fig.savefig(figure_path("02_bleu_by_length.png"), dpi=100)
-gaps = [a[3] - f[3] for f, a in zip(rows["fixed vector"], rows["Bahdanau"])]
+gaps = [a[2] - f[2] for f, a in zip(rows["fixed vector"], rows["Bahdanau"])]
 print("attention minus fixed vector, per bucket:", [round(g, 2) for g in gaps])
 changes = {name: values[-1] - 1 for name, values in relative.items()}
 worse = min(changes, key=changes.get)
@@ -172,7 +172,7 @@ else:
 print(f"shortest to longest bucket: fixed vector {changes['fixed vector']:+.1%}, Bahdanau {changes['Bahdanau']:+.1%}; "
       f"{verdict}")
 overall = evaluate_bleu(translator, test_pairs)
-_common.result(f"BLEU {overall['bleu_lowercase']:.1f} (lower-cased, greedy, {len(test_pairs)} test sentences)")
+_common.result(f"BLEU {overall['bleu']:.1f} (greedy, {len(test_pairs)} test sentences)")
 
 # %% [markdown]
 # ## Alignment heat maps

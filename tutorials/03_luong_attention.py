@@ -191,7 +191,7 @@ for kind in ("rnn", "bahdanau", "luong"):
 print(f"\n{'model':10s} {'BLEU':>6} {'lower-cased':>12}  ({len(test_pairs)} test sentences)")
 for kind, (_, scores) in results.items():
     print(f"{kind:10s} {scores['bleu']:6.2f} {scores['bleu_lowercase']:12.2f}")
-_common.result(f"BLEU {results['luong'][1]['bleu_lowercase']:.1f} (Luong, lower-cased, greedy, "
+_common.result(f"BLEU {results['luong'][1]['bleu']:.1f} (Luong, greedy, "
                f"{len(test_pairs)} test sentences)")
 
 # %% [markdown]

@@ -327,10 +327,10 @@ def train_for_seconds(kind, translation_data, seconds, checkpoints=4, learning_r
 
 
 def bleu_over_time(translator, clock, pairs):
-    """Lower-cased BLEU on `pairs` (greedy) with the weights of each of `clock`'s checkpoints;
+    """BLEU on `pairs` (greedy) with the weights of each of `clock`'s checkpoints;
     leaves the translator with the last."""
     scores = []
     for checkpoint in clock.kept:
         translator.model.set_weights(checkpoint["weights"])
-        scores.append(evaluate_bleu(translator, pairs)["bleu_lowercase"])
+        scores.append(evaluate_bleu(translator, pairs)["bleu"])
     return scores
