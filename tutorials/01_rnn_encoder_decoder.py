@@ -334,7 +334,8 @@ print(f"BLEU by hand {by_hand:.4f}, sacreBLEU {library:.4f}")
 #
 # `evaluate_bleu` translates a list of pairs and scores them with sacreBLEU as above
 # (with sacreBLEU's default smoothing, which only matters when an $n$-gram count is zero);
-# it gives both cased BLEU and lower-cased, which most Multi30k papers report. We split
+# it gives cased BLEU, which these tutorials report, and lower-cased BLEU, which most
+# Multi30k papers report. We split
 # the test set by the number of English words and score each part separately.
 
 # %%

@@ -345,7 +345,7 @@ assert handmade.count_params() == model.count_params() and difference < 1e-4
 # * The BLEU table compares the fixed-vector model and the attention model trained on the same
 #   data for the same epochs.
 # * Relative to its own shortest bucket, each model loses BLEU on long sentences; the bottleneck
-#   argument is that the fixed-vector model loses more (the last line printed under the chart
+#   argument is that the fixed-vector model loses more (the line printed before the result
 #   says whether it did).
 # * The decoder step is a small layer: the context from $s_{i-1}$, then a GRU cell on
 #   $[y_{i-1}; c_i]$; `Seq2SeqRNN` with the same weights gives the same logits.

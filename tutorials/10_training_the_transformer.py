@@ -451,24 +451,25 @@ print(f"the same Transformer, the same seconds: with the warm-up schedule (mean 
 
 # %% [markdown]
 # Read the figure first. The fixed-vector RNN has the cheapest step of the RNNs and runs
-# the most steps (563 against 344 for the two attention models), yet ends behind
-# Bahdanau's model. Luong's model starts slowest (no validation BLEU at the first
-# checkpoint) and ends last, but it gained the most over the last quarter of the budget:
+# the most steps (563 against 344 for each attention model; how many steps fit in the
+# seconds depends on each model's step and tracing times, which vary between runs), yet
+# ends behind Bahdanau's model. Luong's model starts slowest (a validation BLEU of 0.0 at
+# its first checkpoint) and ends last, but it gained the most over the last quarter of the budget:
 # it is the furthest from done. The Transformer trained with the recipe's schedule is
-# behind the fixed-vector RNN at the first checkpoint, ahead of every RNN from the second
+# behind the fixed-vector and Bahdanau RNNs at the first checkpoint, ahead of every RNN from the second
 # on, and ends about half a point ahead of Bahdanau's model on the test set; the same
 # Transformer at the RNNs' fixed rate is ahead of every other model at each of the four
 # checkpoints, and ends about nine points ahead of the scheduled run. No curve has
-# flattened (the line of gains over the last quarter): this ranks the models after four
-# minutes, not at convergence.
+# flattened (the line of gains over the last quarter), though the fixed-vector RNN's gains
+# are shrinking: this ranks the models after four minutes, not at convergence.
 #
 # The second Transformer run is the measurement: the same architecture, data and
 # seconds, with a fixed rate instead of the schedule (and its own random start). The
 # schedule's mean rate over the run, in the table's column, is a little over a third of
 # the fixed one. Its warm-up is short here (5% of the steps); what lowers the mean is the
 # decay that follows, with the inverse square root of the step. The schedule was made
-# for the paper's runs of 100,000 steps on far larger models; over about a thousand
-# steps of a model this small its decaying rate mostly slows learning down. The
+# for the paper's runs of 100,000 steps on far larger models; over the 830 steps
+# of this run, with a model this small, its decaying rate mostly slows learning down. The
 # Transformer of the "Training" section above, six epochs with the schedule, scored
 # less on the test set with greedy decoding than the fixed rate reaches here in 240
 # seconds. So what held the Transformer back on this budget is the recipe's rate, not
