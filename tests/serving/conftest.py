@@ -19,6 +19,8 @@ from tests.conftest import shared_folder
 MAX_SOURCE_LENGTH = 40
 MAX_TARGET_LENGTH = 40
 VALIDATION_SAMPLE = 100
+# The decoding settings of the test run's two exports, by method (what the tests translate with in memory to compare).
+EXPORTED = {"greedy": {}, "beam": {"beam_size": 3, "length_penalty": 0.6}}
 
 
 def _train_translator(folder, multi30k_dir):
@@ -77,10 +79,8 @@ def exports(translator_dir, tmp_path_factory):
         from keras_attention.serving import export
 
         translator = Translator.load(str(translator_dir))
-        paths = {
-            "greedy": export(translator, str(root / "greedy"), "greedy"),
-            "beam": export(translator, str(root / "beam"), beam_size=3),  # export's defaults: beam, alpha 0.6
-        }
+        paths = {method: export(translator, str(root / method), method=method, **settings)
+                 for method, settings in EXPORTED.items()}
         (root / "paths.json").write_text(json.dumps(paths))
 
     root = shared_folder(tmp_path_factory, "serving_exports", build)

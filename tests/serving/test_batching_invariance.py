@@ -12,17 +12,16 @@ import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.serving.conftest import VALIDATION_SAMPLE
+from tests.serving.conftest import EXPORTED, VALIDATION_SAMPLE
 
 CASES = settings(max_examples=6, deadline=None, derandomize=True, database=None,
                  suppress_health_check=[HealthCheck.function_scoped_fixture])
-METHODS = {"greedy": {}, "beam": {"beam_size": 3, "length_penalty": 0.6}}  # as the test run's exports
 
 
 @pytest.fixture(scope="module")
 def saved_models(signatures):
     """The reloaded `serving_default` functions of the greedy and the beam-3 export."""
-    return {method: signatures[method][0] for method in METHODS}
+    return {method: signatures[method][0] for method in EXPORTED}
 
 
 def batch_around(sample, index, others, position):
@@ -40,7 +39,7 @@ def real_tokens(row, end_id):
 
 cases = dict(index=st.integers(0, VALIDATION_SAMPLE - 1),
              others=st.lists(st.integers(0, VALIDATION_SAMPLE - 1), min_size=1, max_size=5),
-             position=st.integers(0, 7), method=st.sampled_from(sorted(METHODS)))
+             position=st.integers(0, 7), method=st.sampled_from(sorted(EXPORTED)))
 
 
 @CASES
@@ -48,8 +47,8 @@ cases = dict(index=st.integers(0, VALIDATION_SAMPLE - 1),
 def test_translator(translator, validation_sample, index, others, position, method):
     batch, position = batch_around(validation_sample, index, others, position)
     end = translator.target_tokenizer.end_id
-    alone = translator.translate([batch[position]], method=method, **METHODS[method])
-    inside = translator.translate(batch, method=method, **METHODS[method])
+    alone = translator.translate([batch[position]], method=method, **EXPORTED[method])
+    inside = translator.translate(batch, method=method, **EXPORTED[method])
     assert real_tokens(inside.tokens[position], end) == real_tokens(alone.tokens[0], end)
     assert inside.texts[position] == alone.texts[0]
 

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from keras_attention.serving import export
-from tests.serving.conftest import MAX_SOURCE_LENGTH
+from tests.serving.conftest import EXPORTED, MAX_SOURCE_LENGTH
 
 # Runs in a fresh interpreter: only tensorflow, then tensorflow_text. The job: {name: [export folder, sentences]}.
 _CHILD = r"""
@@ -40,7 +40,6 @@ report["modules"] = sorted(
 )
 print("REPORT " + json.dumps(report))
 """
-METHODS = (("greedy", {}), ("beam", {"beam_size": 3, "length_penalty": 0.6}))  # the exports' settings
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +47,8 @@ def in_a_fresh_process(translator, exports, validation_sample, tmp_path_factory)
     """`(report, xla_exports)`: the exports, plain and XLA-compiled (`xla_greedy`, `xla_beam`), loaded by one
     fresh interpreter with only TensorFlow and TensorFlow Text (it pays for TensorFlow once), and what it saw."""
     root = tmp_path_factory.mktemp("fresh_process")
-    xla = {"greedy": export(translator, str(root / "greedy"), method="greedy", jit_compile=True),
-           "beam": export(translator, str(root / "beam"), beam_size=3, jit_compile=True)}
+    xla = {method: export(translator, str(root / method), method=method, jit_compile=True, **settings)
+           for method, settings in EXPORTED.items()}
     job = {**{method: [path, validation_sample] for method, path in exports.items()},
            **{f"xla_{method}": [path, validation_sample[:40] + [""]] for method, path in xla.items()}}
     (root / "job.json").write_text(json.dumps(job))
@@ -66,7 +65,7 @@ def test_separate_process_with_only_tf_and_tf_text_translates_like_memory(
     report, _ = in_a_fresh_process
     print("\nmodules of keras* in the child:", report["modules"])
     assert not [m for m in report["modules"] if m.split(".")[0] in ("keras_attention", "keras_hub")]
-    for method, options in METHODS:
+    for method, options in EXPORTED.items():
         seen = report[method]
         print(method, "ops outside core TensorFlow:", seen["not_core"])
         # Every op is TensorFlow's or, for the few text ops, TensorFlow Text's; no Python ops.
@@ -153,7 +152,7 @@ def test_the_export_records_the_decoding_options_it_was_given(exports, translato
 
     max_length = json.loads((translator_dir / "translator.json").read_text())["max_target_length"]
     fields = DecodingOptions.__dataclass_fields__
-    given = {"greedy": EXPORT_DEFAULTS.replace(method="greedy"), "beam": EXPORT_DEFAULTS.replace(beam_size=3)}
+    given = {method: EXPORT_DEFAULTS.replace(method=method, **settings) for method, settings in EXPORTED.items()}
     for name, options in given.items():
         with open(os.path.join(exports[name], "assets.extra", "keras_attention.json"), encoding="utf-8") as f:
             metadata = json.load(f)
@@ -278,7 +277,7 @@ def test_xla_compiled_export_translates_like_the_plain_one(
     assert any(f.attr["_XlaMustCompile"].b for f in library)  # the decoding loop, marked for XLA
     with open(os.path.join(exports["beam"], "assets.extra", "keras_attention.json"), encoding="utf-8") as f:
         assert json.load(f)["jit_compile"] is True
-    for method, options in METHODS:
+    for method, options in EXPORTED.items():
         seen = report[f"xla_{method}"]
         assert seen["unregistered"] == []
         expected = translator.translate(validation_sample[:40] + [""], method=method, **options)
