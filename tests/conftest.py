@@ -1,3 +1,4 @@
+import atexit
 import fcntl
 import gc
 import json
@@ -20,8 +21,11 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 # LLVM's optimisations (the same XLA programs, slower machine code), the JAX pass takes a fifth less time.
 if os.environ.get("KERAS_BACKEND") == "jax":
     os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
-# The command line keeps XLA programs in the user's cache folder; the tests keep theirs apart.
-os.environ.setdefault("KERAS_ATTENTION_XLA_CACHE", tempfile.mkdtemp(prefix="keras-attention-xla-"))
+# The command line keeps XLA programs in the user's cache folder; the tests keep theirs apart, in a folder that
+# the process which made it removes when it exits (test workers and the processes they start inherit it).
+if "KERAS_ATTENTION_XLA_CACHE" not in os.environ:
+    os.environ["KERAS_ATTENTION_XLA_CACHE"] = tempfile.mkdtemp(prefix="keras-attention-xla-")
+    atexit.register(shutil.rmtree, os.environ["KERAS_ATTENTION_XLA_CACHE"], ignore_errors=True)
 
 import pytest  # noqa: E402
 
