@@ -128,7 +128,7 @@ def beam_search(
     own_layout = hasattr(model, "init_beam_state") and hasattr(model, "reorder_beam_state")
     stages = decoding_stages(model, max_length) if own_layout else [max_length]
     if chunked:
-        stages = [chunk_rooms(model, max_length)[0][1]] if own_layout else [max_length]
+        stages = [chunk_rooms(model, max_length, beam=True)[0][1]] if own_layout else [max_length]
     state = _start_state(model, source_ids, stages[0], beam, own_layout)
     constants = frozenset(getattr(model, "decoding_constants", ()))
 
@@ -181,7 +181,7 @@ def beam_search(
     if chunked:
         loop_vars = run_in_chunks(model, max_length, step, loop_vars, row_done,
                                   multiplicity=(beam, 1, 1, 1, beam, beam),
-                                  state_multiplicity=1 if own_layout else beam)
+                                  state_multiplicity=1 if own_layout else beam, beam=True)
     else:
         loop_vars = run_in_stages(model, stages, keep_going, step, loop_vars)
     *_, lengths, log_probs, tokens, attention = loop_vars

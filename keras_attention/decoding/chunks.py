@@ -3,32 +3,37 @@
 A batch decoded in one `while` loop keeps every row stepping until its
 slowest row is done: in batches of 32 Multi30k sentences, beam search ran
 39.5 steps a batch for translations of 12 tokens on average. Here the loop
-runs `CHUNK_STEPS` steps at a time, each chunk one XLA program of static
-shapes; between chunks the rows that are done are written to the result and
-dropped, the rest gathered into a batch of the next power of two (so that a
-few shapes recur and compile once), and the self-attention caches grow
-(16, 32, 64, ... positions) only when a chunk needs the room. TensorFlow
-only: the driver is a graph with dynamic batch sizes around XLA-compiled
-chunks.
+runs a few steps at a time (`CHUNK_STEPS`, `BEAM_CHUNK_STEPS`), each chunk
+one XLA program of static shapes; between chunks the rows that are done are
+written to the result and dropped, the rest gathered into a batch of the next
+power of two (so that a few shapes recur and compile once), and the
+self-attention caches grow (16, 32, 64, ... positions) only when a chunk
+needs the room. TensorFlow only: the driver is a graph with dynamic batch
+sizes around XLA-compiled chunks.
 """
 
 import math
 
 import tensorflow as tf
 
-# Steps a chunk runs before finished rows are dropped, and the cache room of the first chunk.
+# Steps a chunk runs before finished rows are dropped: beam search drops its rows (K hypotheses a sentence) more
+# often, as they cost K times a greedy row's work (benchmarks/decoding.json, "chunk_steps"). Then the cache room
+# of the first chunk.
 CHUNK_STEPS = 16
+BEAM_CHUNK_STEPS = 8
 FIRST_ROOM = 16
 
 
-def chunk_rooms(model, max_length):
-    """`(stop, room)` for each chunk: the step it runs to and the cache room it
-    needs, doubling from `FIRST_ROOM` up to `max_length` (always `max_length`
-    for a model without `grow_decoding_state`)."""
+def chunk_rooms(model, max_length, beam=False):
+    """`(stop, room)` for each chunk of a greedy (or sampled) or, with `beam`,
+    a beam search decode: the step it runs to and the cache room it needs,
+    doubling from `FIRST_ROOM` up to `max_length` (always `max_length` for a
+    model without `grow_decoding_state`)."""
+    steps = BEAM_CHUNK_STEPS if beam else CHUNK_STEPS
     first_room = FIRST_ROOM if hasattr(model, "grow_decoding_state") else max_length
     rooms = []
     room = min(first_room, max_length)
-    for stop in range(CHUNK_STEPS, max_length + CHUNK_STEPS, CHUNK_STEPS):
+    for stop in range(steps, max_length + steps, steps):
         stop = min(stop, max_length)
         while room < stop:
             room = min(room * 2, max_length)
@@ -36,7 +41,7 @@ def chunk_rooms(model, max_length):
     return rooms
 
 
-def run_in_chunks(model, max_length, step, loop_vars, row_done, multiplicity, state_multiplicity):
+def run_in_chunks(model, max_length, step, loop_vars, row_done, multiplicity, state_multiplicity, beam=False):
     """Run `step` until every row is done, in compiled chunks that drop done rows.
 
     Args:
@@ -44,13 +49,14 @@ def run_in_chunks(model, max_length, step, loop_vars, row_done, multiplicity, st
         max_length: int. Most steps.
         step: the loop body, `(index, state, *outputs) -> the same`.
         loop_vars: `(index, state, *outputs)`, the state with room for
-            `chunk_rooms(model, max_length)[0][1]` positions.
+            `chunk_rooms(model, max_length, beam)[0][1]` positions.
         row_done: `(index, state, *outputs) -> bool (B,)`, the rows whose
             outputs can no longer change.
         multiplicity: for each output, its rows per batch row on axis 0
             (1, or K for per-hypothesis buffers), or None for a placeholder
             that is carried as it is.
         state_multiplicity: the same for every tensor of the state.
+        beam: bool. Chunks of `BEAM_CHUNK_STEPS`, not `CHUNK_STEPS`.
 
     Returns:
         `(index, None, *outputs)`: the outputs of every row in the original
@@ -68,7 +74,7 @@ def run_in_chunks(model, max_length, step, loop_vars, row_done, multiplicity, st
         return tf.while_loop(keep_going, step, (index, state, *outputs))
 
     chunk = tf.function(chunk, jit_compile=True, autograph=False)
-    rooms = chunk_rooms(model, max_length)
+    rooms = chunk_rooms(model, max_length, beam)
     room = rooms[0][1]
     for number, (stop, needed) in enumerate(rooms):
         if needed > room:

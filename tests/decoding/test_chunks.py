@@ -36,6 +36,7 @@ def small_chunks(monkeypatch):
     # Chunks of 3 steps and a first cache room of 4, so that a decode of `STEPS` tokens
     # crosses several chunk boundaries and cache growths, the last one capped (4 -> 8 -> 10).
     monkeypatch.setattr(chunks, "CHUNK_STEPS", 3)
+    monkeypatch.setattr(chunks, "BEAM_CHUNK_STEPS", 3)
     monkeypatch.setattr(chunks, "FIRST_ROOM", 4)
 
 
@@ -45,6 +46,13 @@ def test_chunk_rooms():
     assert chunk_rooms(model, 2) == [(2, 2)]
     rnn = build_real_model("rnn_luong")  # no growable state: the whole room from the start
     assert chunk_rooms(rnn, 7) == [(3, 7), (6, 7), (7, 7)]
+
+
+def test_beam_search_has_chunks_of_its_own_length(monkeypatch):
+    monkeypatch.setattr(chunks, "BEAM_CHUNK_STEPS", 2)
+    model = build_real_model("transformer_pre")
+    assert chunk_rooms(model, 7, beam=True) == [(2, 4), (4, 4), (6, 7), (7, 7)]
+    assert chunk_rooms(model, 7) == [(3, 4), (6, 7), (7, 7)]
 
 
 @pytest.mark.parametrize("done, expected", [
