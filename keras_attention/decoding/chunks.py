@@ -17,7 +17,7 @@ import math
 import tensorflow as tf
 
 # Steps a chunk runs before finished rows are dropped: beam search drops its rows (K hypotheses a sentence) more
-# often, as they cost K times a greedy row's work (benchmarks/decoding.json, "chunk_steps"). Then the cache room
+# often, as they cost K times a greedy row's work (benchmarks/decoding.json, beam_chunks_ab). Then the cache room
 # of the first chunk.
 CHUNK_STEPS = 16
 BEAM_CHUNK_STEPS = 8
