@@ -16,8 +16,9 @@ Each path decodes greedy and beam 4 (length penalty 0.6: GNMT's formula for
 ours, `length ** 0.6` for CTranslate2), in batches of 1 and 32. Ours run twice,
 as a TensorFlow graph and compiled with XLA (`jit_compile`: the export's and
 the `Translator`'s switch); entries carry `jit_compile`. Each case runs
-in its own process (so its peak resident memory is its own), translates the
-sentences once to warm up (tracing, and XLA's compilations: `warmup_seconds`)
+in its own process (so its peak resident memory is its own; `rss_mb` gives the
+resident memory after the engine's import, all imports, the model's load and
+the warm-up, to show where it goes), translates the sentences once to warm up (tracing, and XLA's compilations: `warmup_seconds`)
 and then `--rounds` times; the figure is the median round. Target tokens are
 counted the same way for every path: the WordPiece pieces of its output text.
 BLEU (sacreBLEU 13a) of each path's output, and the share of sentences whose
@@ -60,35 +61,51 @@ def read_pairs(data_dir, source, target, limit):
 # One case, in a child process -------------------------------------------------------------
 
 
-def _translate_function(case):
-    """`(sentences) -> list of str` for the case's engine, loaded as a user would load it."""
+def _translate_function(case, memory):
+    """`(sentences) -> list of str` for the case's engine, loaded as a user would load it. Writes the
+    process' resident MB into `memory` after the engine's own import ("engine": TensorFlow or
+    CTranslate2), after every import the case needs ("imports") and after loading the model ("loaded")."""
     engine, options = case["engine"], METHODS[case["method"]]
     if engine == "savedmodel":  # the XLA export was written with jit_compile=True
         import tensorflow as tf
+        memory["engine"] = rss_mb()
         import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+        memory["imports"] = rss_mb()
 
         signature = tf.saved_model.load(case["path"]).signatures["serving_default"]
+        memory["loaded"] = rss_mb()
         return lambda batch: [t.decode("utf-8")
                               for t in signature(sentences=tf.constant(batch))["translations"].numpy()]
     if engine == "translator":
+        import tensorflow  # noqa: F401
+        memory["engine"] = rss_mb()
         from keras_attention.decoding.translator import Translator
+        memory["imports"] = rss_mb()
 
         translator = Translator.load(case["path"], jit_compile=case["jit_compile"])
+        memory["loaded"] = rss_mb()
         return lambda batch: translator(batch, method=case["method"], **options)
-    from keras_attention.serving import CTranslate2Translator
+    import ctranslate2  # noqa: F401
+    memory["engine"] = rss_mb()
+    from keras_attention.serving import CTranslate2Translator  # our tokenizers, and with them TensorFlow
+    memory["imports"] = rss_mb()
 
     translator = CTranslate2Translator(case["path"], device=case["device"], intra_threads=os.cpu_count())
+    memory["loaded"] = rss_mb()
     return lambda batch: translator.translate(batch, method=case["method"], max_batch_size=len(batch), **options).texts
 
 
 def run_case(case):
-    """Warm up, then `rounds` timed passes; the median seconds, the outputs, the peak RSS."""
-    translate = _translate_function(case)
+    """Warm up, then `rounds` timed passes; the median seconds, the outputs, the peak RSS and the
+    resident memory after each stage (`_translate_function`'s, then "warmed_up")."""
+    memory = {}
+    translate = _translate_function(case, memory)
     sentences, size = case["sentences"], case["batch_size"]
     batches = [sentences[i: i + size] for i in range(0, len(sentences), size)]
     start = time.perf_counter()
     outputs = [t for batch in batches for t in translate(batch)]  # warm-up (traces, compiles)
     warmup = time.perf_counter() - start
+    memory["warmed_up"] = rss_mb()
     seconds = []
     for _ in range(case["rounds"]):
         start = time.perf_counter()
@@ -96,7 +113,21 @@ def run_case(case):
             translate(batch)
         seconds.append(time.perf_counter() - start)
     return {"seconds": statistics.median(seconds), "rounds": seconds, "warmup_seconds": warmup, "outputs": outputs,
-            "peak_rss_mb": peak_rss_mb()}
+            "peak_rss_mb": peak_rss_mb(), "rss_mb": memory}
+
+
+def rss_mb():
+    """This process' resident memory now (`VmRSS`, Linux), or None where /proc is missing."""
+    return _status_mb("VmRSS")
+
+
+def _status_mb(field):
+    """A memory figure of /proc/self/status in MB, or None where there is none."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            return round(next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024, 1)
+    except (OSError, StopIteration):
+        return None
 
 
 def peak_rss_mb():
@@ -105,12 +136,11 @@ def peak_rss_mb():
     `ru_maxrss` survives `exec` on Linux (a child started from a large
     parent reports the parent's peak), so `/proc/self/status` comes first.
     """
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            return round(next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024, 1)
-    except (OSError, StopIteration):
+    peak = _status_mb("VmHWM")
+    if peak is None:
         scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
-        return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20, 1)
+        peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20, 1)
+    return peak
 
 
 def _in_child(cases, work):
@@ -259,6 +289,7 @@ def main(argv=None):
                 engine=engine, precision=precision, method=method, batch_size=batch_size, jit_compile=jit_compile,
                 sentences_per_second=round(len(sentences) / seconds, 2),
                 target_tokens_per_second=round(tokens / seconds, 1), peak_rss_mb=measured["peak_rss_mb"],
+                rss_mb=measured["rss_mb"],
                 seconds=round(seconds, 3), rounds=[round(s, 3) for s in measured["rounds"]],
                 warmup_seconds=round(measured["warmup_seconds"], 2),
             ))
@@ -267,6 +298,8 @@ def main(argv=None):
             print(f"{name:<16} {precision:<8} {method:<7} batch {batch_size:>3}: "
                   f"{r['sentences_per_second']:8.2f} sentences/s {r['target_tokens_per_second']:9.1f} tokens/s "
                   f"peak RSS {r['peak_rss_mb']:7.1f} MB (warm-up {r['warmup_seconds']:.0f} s)", flush=True)
+            print(" " * 18 + "resident MB after " + ", ".join(f"{stage} {mb}" for stage, mb in r["rss_mb"].items()),
+                  flush=True)
 
     bleu = {f"{engine}{'-xla' if jit else ''}/{precision}/{method}": round(corpus_scores(out, references)["bleu"], 2)
             for (engine, precision, method, jit), out in texts.items()}

@@ -157,9 +157,14 @@ def inference(name="inference"):
             return labels["ctranslate2"]
         return labels[row["engine"]] + (", XLA" if row.get("jit_compile") else ", graph")
 
+    # Runs since the resident memory was taken after each stage show it beside the peak.
+    stages = all("rss_mb" in row for row in r["results"])
     rows = [(engine(row), row["precision"], "greedy" if row["method"] == "greedy" else "beam 4",
              row["batch_size"], f"{row['sentences_per_second']:.1f}", f"{row['target_tokens_per_second']:,.0f}",
-             f"{row['peak_rss_mb']:,.0f} MB", f"{row['warmup_seconds']:.0f} s" if "warmup_seconds" in row else "")
+             f"{row['peak_rss_mb']:,.0f} MB",
+             *([" / ".join(f"{row['rss_mb'][k]:,.0f}" for k in ("imports", "loaded", "warmed_up")) + " MB"]
+               if stages else []),
+             f"{row['warmup_seconds']:.0f} s" if "warmup_seconds" in row else "")
             for row in r["results"]]
     ratios = "; ".join(f"{name.replace('_', ' ')}: {value:.2f}x" for name, value in r["ratios"].items())
     scores = ", ".join(f"{name} {value:.2f}" for name, value in r["bleu"].items())
@@ -168,7 +173,7 @@ def inference(name="inference"):
     xla_note = ("" if not xla else " SavedModel outputs identical with and without XLA: "
                 + ", ".join(f"{method} {share:.1%}" for method, share in xla.items()) + ".")
     return table(["engine", "weights", "decoding", "batch", "sentences/s", "target tokens/s", "peak RSS",
-                  "first pass"], rows,
+                  *(["resident after imports / load / first pass"] if stages else []), "first pass"], rows,
                  [f"One Transformer, the first {r['sentences']:,} sentences of test_2016_flickr, median of "
                   f"{r['rounds']} rounds after a first pass (loading, tracing and, with XLA, compiling each batch "
                   f"shape: its time is the last column); CTranslate2 {r['ctranslate2']} on {r['ctranslate2_device']} "

@@ -56,6 +56,13 @@ def test_the_inference_table(tmp_path, monkeypatch):
     assert "| CTranslate2 | int8 | beam 4 | 32 | 123.5 | 1,734 | 640 MB |" in out
     assert "savedmodel over ctranslate2 float32 beam batch32: 0.41x" in out
     assert "CTranslate2 float32: 99.6%" in out and "ctranslate2/float32/greedy 37.29" in out
+    assert "resident after" not in out  # a run from before the stages were taken
+    figures["results"][0]["rss_mb"] = {"engine": 150.2, "imports": 687.6, "loaded": 702.9, "warmed_up": 851.5}
+    (tmp_path / "later").mkdir()
+    _benchmark_json(tmp_path / "later", monkeypatch, "inference", figures)
+    out = make_results.inference()
+    assert "| resident after imports / load / first pass |" in out
+    assert "| 640 MB | 688 / 703 / 852 MB |" in out
 
 
 def test_the_luong_scale_table(tmp_path, monkeypatch):
