@@ -18,9 +18,10 @@ as a TensorFlow graph and compiled with XLA (`jit_compile`: the export's and
 the `Translator`'s switch); entries carry `jit_compile`. Each case runs
 in its own process (so its peak resident memory is its own; `rss_mb` gives the
 resident memory after the engine's import, all imports, the model's load and
-the warm-up, to show where it goes), translates the sentences once to warm up (tracing, and XLA's compilations: `warmup_seconds`)
-and then `--rounds` times; the figure is the median round. Target tokens are
-counted the same way for every path: the WordPiece pieces of its output text.
+the warm-up, to show where it goes), translates the sentences once to warm up
+(tracing, and XLA's compilations: `warmup_seconds`) and then `--rounds` times;
+the figure is the median round. Target tokens are counted the same way for
+every path: the WordPiece pieces of its output text.
 BLEU (sacreBLEU 13a) of each path's output, and the share of sentences whose
 greedy output is the same in CTranslate2 float32 and in our SavedModel, go in
 the JSON too.
@@ -113,11 +114,12 @@ def run_case(case):
             translate(batch)
         seconds.append(time.perf_counter() - start)
     return {"seconds": statistics.median(seconds), "rounds": seconds, "warmup_seconds": warmup, "outputs": outputs,
-            "peak_rss_mb": peak_rss_mb(), "rss_mb": memory}
+            "peak_rss_mb": peak_rss_mb(), "rss_mb": memory if None not in memory.values() else {}}
 
 
 def rss_mb():
-    """This process' resident memory now (`VmRSS`, Linux), or None where /proc is missing."""
+    """This process' resident memory now (`VmRSS`, Linux), or None where /proc is missing (the case's
+    `rss_mb` is then empty)."""
     return _status_mb("VmRSS")
 
 
@@ -274,7 +276,8 @@ def main(argv=None):
                       sentences=sentences, rounds=args.rounds, device=ct2_device, jit_compile=jit_compile)
                  for (engine, precision, method, jit_compile), path in paths.items() if engine in args.engines
                  for batch_size in args.batch_sizes]
-        # Each case in a process of its own; --quick runs them all in one (peak RSS is then the largest so far).
+        # Each case in a process of its own; --quick runs them all in one (peak RSS is then the largest so far, and
+        # each case's rss_mb includes what the cases before it left).
         measured_cases = (_in_child(cases, work) if args.quick
                           else [m for case in cases for m in _in_child([case], work)])
         results, texts = [], {}
@@ -298,8 +301,9 @@ def main(argv=None):
             print(f"{name:<16} {precision:<8} {method:<7} batch {batch_size:>3}: "
                   f"{r['sentences_per_second']:8.2f} sentences/s {r['target_tokens_per_second']:9.1f} tokens/s "
                   f"peak RSS {r['peak_rss_mb']:7.1f} MB (warm-up {r['warmup_seconds']:.0f} s)", flush=True)
-            print(" " * 18 + "resident MB after " + ", ".join(f"{stage} {mb}" for stage, mb in r["rss_mb"].items()),
-                  flush=True)
+            if r["rss_mb"]:
+                print(" " * 18 + "resident MB after " + ", ".join(f"{stage} {mb}" for stage, mb in r["rss_mb"].items()),
+                      flush=True)
 
     bleu = {f"{engine}{'-xla' if jit else ''}/{precision}/{method}": round(corpus_scores(out, references)["bleu"], 2)
             for (engine, precision, method, jit), out in texts.items()}

@@ -158,7 +158,7 @@ def inference(name="inference"):
         return labels[row["engine"]] + (", XLA" if row.get("jit_compile") else ", graph")
 
     # Runs since the resident memory was taken after each stage show it beside the peak.
-    stages = all("rss_mb" in row for row in r["results"])
+    stages = all(row.get("rss_mb") for row in r["results"])
     rows = [(engine(row), row["precision"], "greedy" if row["method"] == "greedy" else "beam 4",
              row["batch_size"], f"{row['sentences_per_second']:.1f}", f"{row['target_tokens_per_second']:,.0f}",
              f"{row['peak_rss_mb']:,.0f} MB",

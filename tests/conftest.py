@@ -22,7 +22,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 if os.environ.get("KERAS_BACKEND") == "jax":
     os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 # The command line keeps XLA programs in the user's cache folder; the tests keep theirs apart, in a folder that
-# the process which made it removes when it exits (test workers and the processes they start inherit it).
+# the pytest process which made it removes when it exits (the processes its tests start inherit it).
 if "KERAS_ATTENTION_XLA_CACHE" not in os.environ:
     os.environ["KERAS_ATTENTION_XLA_CACHE"] = tempfile.mkdtemp(prefix="keras-attention-xla-")
     atexit.register(shutil.rmtree, os.environ["KERAS_ATTENTION_XLA_CACHE"], ignore_errors=True)

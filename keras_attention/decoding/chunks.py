@@ -25,10 +25,10 @@ FIRST_ROOM = 16
 
 
 def chunk_rooms(model, max_length, beam=False):
-    """`(stop, room)` for each chunk of a greedy (or sampled) or, with `beam`,
-    a beam search decode: the step it runs to and the cache room it needs,
-    doubling from `FIRST_ROOM` up to `max_length` (always `max_length` for a
-    model without `grow_decoding_state`)."""
+    """`(stop, room)` for each chunk of a greedy decode or, with `beam`, a
+    beam search: the step it runs to and the cache room it needs, doubling
+    from `FIRST_ROOM` up to `max_length` (always `max_length` for a model
+    without `grow_decoding_state`)."""
     steps = BEAM_CHUNK_STEPS if beam else CHUNK_STEPS
     first_room = FIRST_ROOM if hasattr(model, "grow_decoding_state") else max_length
     rooms = []

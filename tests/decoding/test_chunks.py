@@ -7,7 +7,7 @@ from keras_attention.decoding import chunks
 from keras_attention.decoding.chunks import _live_rows, chunk_rooms
 from tests.decoding.decoding_helpers import REAL_MODELS, START, VOCAB, build_real_model
 
-STEPS = 10  # the longest decode: four chunks of (at most) 3 steps, every chunk a shape XLA compiles
+STEPS = 10  # the longest decode: four chunks of (at most) 3 steps, five of 2 in beam search; each an XLA shape
 
 
 def varied_source(rows=7, seed=3):
@@ -33,10 +33,10 @@ def end_id_that_ends_rows_at_different_steps(model, source, max_length):
 
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch):
-    # Chunks of 3 steps and a first cache room of 4, so that a decode of `STEPS` tokens
-    # crosses several chunk boundaries and cache growths, the last one capped (4 -> 8 -> 10).
+    # Chunks of 3 steps (beam search: 2) and a first cache room of 4, so that a decode of `STEPS`
+    # tokens crosses several chunk boundaries and cache growths, the last one capped (4 -> 8 -> 10).
     monkeypatch.setattr(chunks, "CHUNK_STEPS", 3)
-    monkeypatch.setattr(chunks, "BEAM_CHUNK_STEPS", 3)
+    monkeypatch.setattr(chunks, "BEAM_CHUNK_STEPS", 2)
     monkeypatch.setattr(chunks, "FIRST_ROOM", 4)
 
 
@@ -48,8 +48,7 @@ def test_chunk_rooms():
     assert chunk_rooms(rnn, 7) == [(3, 7), (6, 7), (7, 7)]
 
 
-def test_beam_search_has_chunks_of_its_own_length(monkeypatch):
-    monkeypatch.setattr(chunks, "BEAM_CHUNK_STEPS", 2)
+def test_beam_search_has_chunks_of_its_own_length():
     model = build_real_model("transformer_pre")
     assert chunk_rooms(model, 7, beam=True) == [(2, 4), (4, 4), (6, 7), (7, 7)]
     assert chunk_rooms(model, 7) == [(3, 4), (6, 7), (7, 7)]

@@ -52,9 +52,10 @@ def test_inference_benchmark_quick(translator_dir, multi30k_dir, tmp_path):
                                    for method in ("greedy", "beam"))
     for result in report["results"]:
         assert keys <= set(result) and result["sentences_per_second"] > 0 and 50 < result["peak_rss_mb"] < 20000
-        # The resident memory after each stage: never above the process' peak.
-        assert list(result["rss_mb"]) == ["engine", "imports", "loaded", "warmed_up"]
-        assert all(0 < mb <= result["peak_rss_mb"] for mb in result["rss_mb"].values())
+        # The resident memory after each stage (read from /proc: Linux only), never above the process' peak.
+        if sys.platform.startswith("linux"):
+            assert list(result["rss_mb"]) == ["engine", "imports", "loaded", "warmed_up"]
+            assert all(0 < mb <= result["peak_rss_mb"] for mb in result["rss_mb"].values())
     # The same weights decoded greedily by two engines: the same sentences.
     assert report["greedy_identical_fraction"] == 1.0 and report["greedy_differences"] == []
     assert report["bleu"]["savedmodel/float32/greedy"] == report["bleu"]["ctranslate2/float32/greedy"]
