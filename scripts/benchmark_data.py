@@ -36,7 +36,6 @@ pipeline keeps busy on this machine's cores.
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -44,7 +43,7 @@ import tempfile
 import time
 
 import numpy as np
-from timing import machine
+from timing import machine, peak_rss_mb
 
 WORDS_PER_SIDE = 30_000  # word forms of 1-4 syllables: at most 20 + 20**2 + 20**3 + 20**4 of them
 SOURCE_SYLLABLES = "ta ne ri so mal ken dor pi lu ve ba co the wa in st ex pro re ly".split()
@@ -108,21 +107,6 @@ def time_pipeline(build, rounds, batches):
             tokens += int(np.count_nonzero(target_out.numpy()))
         rates.append(tokens / (time.perf_counter() - start))
     return first, rates
-
-
-def peak_rss_mb():
-    """This process' peak resident set since it started (`VmHWM`).
-
-    Not `getrusage`'s `ru_maxrss`: on Linux a child started by `fork` and
-    `exec` inherits its parent's maximum, so every child here would report
-    at least the parent's peak.
-    """
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-        return kb / 1024
-    except (OSError, StopIteration):  # not Linux: the best there is
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def measure(args):

@@ -37,7 +37,6 @@ import argparse
 import gzip
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -47,6 +46,8 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from timing import device, peak_rss_mb, rss_mb, write_json  # noqa: E402
 METHODS = {"greedy": {}, "beam": dict(beam_size=4, length_penalty=0.6)}
 
 
@@ -114,35 +115,7 @@ def run_case(case):
             translate(batch)
         seconds.append(time.perf_counter() - start)
     return {"seconds": statistics.median(seconds), "rounds": seconds, "warmup_seconds": warmup, "outputs": outputs,
-            "peak_rss_mb": peak_rss_mb(), "rss_mb": memory if None not in memory.values() else {}}
-
-
-def rss_mb():
-    """This process' resident memory now (`VmRSS`, Linux), or None where /proc is missing (the case's
-    `rss_mb` is then empty)."""
-    return _status_mb("VmRSS")
-
-
-def _status_mb(field):
-    """A memory figure of /proc/self/status in MB, or None where there is none."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            return round(next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024, 1)
-    except (OSError, StopIteration):
-        return None
-
-
-def peak_rss_mb():
-    """This process' peak resident memory: `VmHWM` (Linux), else `ru_maxrss`.
-
-    `ru_maxrss` survives `exec` on Linux (a child started from a large
-    parent reports the parent's peak), so `/proc/self/status` comes first.
-    """
-    peak = _status_mb("VmHWM")
-    if peak is None:
-        scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
-        peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20, 1)
-    return peak
+            "peak_rss_mb": peak_rss_mb(), "rss_mb": memory if None not in memory.values() else {}}  # {}: no /proc
 
 
 def _in_child(cases, work):
@@ -253,9 +226,6 @@ def main(argv=None):
         parser.error("give the translator (a run folder or its translator/ folder)")
     if args.quick:
         args.sentences, args.rounds, args.batch_sizes = 4, 1, [4]
-
-    sys.path.insert(0, HERE)
-    from timing import device, write_json
 
     import ctranslate2
 

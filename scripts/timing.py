@@ -4,6 +4,7 @@ import glob
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -101,3 +102,30 @@ def read_trace(trace_dir):
     with open(paths[-1], "rb") as f:
         space.ParseFromString(f.read())
     return space
+
+
+def rss_mb():
+    """This process' resident memory now (`VmRSS`, Linux), or None where /proc is missing."""
+    return _status_mb("VmRSS")
+
+
+def _status_mb(field):
+    """A memory figure of /proc/self/status in MB, or None where there is none."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            return round(next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024, 1)
+    except (OSError, StopIteration):
+        return None
+
+
+def peak_rss_mb():
+    """This process' peak resident memory: `VmHWM` (Linux), else `ru_maxrss`.
+
+    `ru_maxrss` survives `exec` on Linux (a child started from a large
+    parent reports the parent's peak), so `/proc/self/status` comes first.
+    """
+    peak = _status_mb("VmHWM")
+    if peak is None:
+        scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
+        peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20, 1)
+    return peak
