@@ -97,12 +97,15 @@ OWN_PROCESS = {"11_distributed_training"}  # sets up logical devices before Tens
 
 @pytest.fixture(scope="module")
 def quick_env(tmp_path_factory, multi30k_dir):
-    """The environment of the QUICK runs: one model cache and one figure folder for all of them."""
+    """The environment of the QUICK runs: one model cache and one figure folder for all of them, and a temporary
+    folder of their own (tutorial 12's export folder, which its first exercise writes again after the tutorial
+    removed it, goes with the test run's folders)."""
     return dict(
         os.environ,
         QUICK="1",
         TUTORIAL_OUTPUT_DIR=str(tmp_path_factory.mktemp("tutorial-figures")),
         TUTORIAL_CACHE_DIR=str(tmp_path_factory.mktemp("tutorial-cache")),
+        TMPDIR=str(tmp_path_factory.mktemp("tutorial-tmp")),
         MPLBACKEND="Agg",
         TF_CPP_MIN_LOG_LEVEL="2",
         PYTHONUNBUFFERED="1",
