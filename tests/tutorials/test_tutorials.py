@@ -98,8 +98,7 @@ OWN_PROCESS = {"11_distributed_training"}  # sets up logical devices before Tens
 @pytest.fixture(scope="module")
 def quick_env(tmp_path_factory, multi30k_dir):
     """The environment of the QUICK runs: one model cache and one figure folder for all of them, and a temporary
-    folder of their own (tutorial 12's export folder, which its first exercise writes again after the tutorial
-    removed it, goes with the test run's folders)."""
+    folder of their own (`TMPDIR`), where the test sees what a tutorial leaves behind."""
     return dict(
         os.environ,
         QUICK="1",
@@ -167,6 +166,8 @@ def test_tutorial_runs_in_quick_mode(script, quick_env, runner):
     failed = [f"solution {i}:\n{run['output'][-3000:]}"
               for i, run in enumerate(result["solutions"], 1) if not run["ok"]]
     assert failed == [] and len(result["solutions"]) == len(solutions(script)), f"{script.name}: {failed}"
+    # A tutorial's own temporary folders (tutorial 12's export) are gone once it and its solutions have run.
+    assert not list(pathlib.Path(quick_env["TMPDIR"]).glob("keras_attention_tutorial_*")), script.name
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
