@@ -314,12 +314,12 @@ fig.savefig(figure_path("05_why_self_attention.png"), dpi=100)
 #
 # ## Exercises
 #
-# 1. Put the query halfway between "cat" and "car": `query = (keys[0] + keys[3]) / 2`. What
-#    does the lookup return at scale 8? *Hint:* each $q \cdot k_j$ is now the average of
-#    "cat"'s and "car"'s dot products with $k_j$; rerun the soft-lookup cell and read the weights.
-# 2. Use one-hot values, `values = np.eye(5, dtype="float32")`. What is the output then?
-#    *Hint:* rerun the soft-lookup cell with these values and compare each printed output with
-#    the weights printed on the same line.
+# 1. Put the query halfway between "cat" and "car": `(keys[0] + keys[3]) / 2`. What does the
+#    lookup return at scale 8? *Hint:* each $q \cdot k_j$ is now the average of "cat"'s and
+#    "car"'s dot products with $k_j$; call `layers.scaled_dot_product_attention` as the
+#    soft-lookup cell does (rerunning that cell would set its own query again).
+# 2. Use one-hot values, `np.eye(5, dtype="float32")`, with the soft-lookup cell's query. What
+#    is the output then? *Hint:* compare the output with the weights.
 # 3. In the spelling self-attention each word mostly finds itself. Why is that guaranteed
 #    for these vectors? *Hint:* `spell_vectors` scales every vector to length 1; how large
 #    can the dot product of two unit vectors be, and when does it reach that?
@@ -335,6 +335,11 @@ fig.savefig(figure_path("05_why_self_attention.png"), dpi=100)
 #
 # <details><summary>1. A query between two keys</summary>
 #
+# ```python
+# between = (keys[0] + keys[3]) / 2
+# output, weights = layers.scaled_dot_product_attention(between[None, None], keys[None], values[None], scale=8.0)
+# print(dict(zip(names, np.round(weights.numpy()[0, 0], 2))), "->", np.round(output.numpy()[0, 0], 2))
+# ```
 # "cat" and "car" get the same weight, because the query's dot product with each is
 # $(1 + \text{cat} \cdot \text{car}) / 2$; the other keys get little. The output is close to
 # (2, 2): a blend of four legs and four wheels, not a lookup of either.
@@ -342,6 +347,11 @@ fig.savefig(figure_path("05_why_self_attention.png"), dpi=100)
 #
 # <details><summary>2. One-hot values</summary>
 #
+# ```python
+# one_hot = np.eye(5, dtype="float32")
+# output, weights = layers.scaled_dot_product_attention(query[None, None], keys[None], one_hot[None], scale=8.0)
+# print(np.round(output.numpy()[0, 0], 3), np.round(weights.numpy()[0, 0], 3))
+# ```
 # The output is the weight vector itself: $\sum_j w_j e_j = w$.
 # </details>
 #

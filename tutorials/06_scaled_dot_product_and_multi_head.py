@@ -239,12 +239,14 @@ print("rows sum to one in every head:", np.allclose(weights.numpy().sum(-1), 1.0
 # <details><summary>2. A head with no query</summary>
 #
 # ```python
+# _, before = attention(x, x, return_attention_scores=True)
 # kernel = attention.query_dense.kernel.numpy()
 # kernel[:, 0] = 0
 # attention.query_dense.kernel.assign(kernel)
 # _, weights = attention(x, x, return_attention_scores=True)
 # print(weights.numpy()[0, 0].round(3))  # 1/7 everywhere
 # assert np.allclose(weights.numpy()[0, 0], 1 / 7, atol=1e-3)
+# assert np.allclose(weights.numpy()[0, 1:], before.numpy()[0, 1:], atol=1e-6)  # the other heads
 # ```
 # Head 0's queries are now its bias, which starts at zero, so every score is 0 and every
 # weight $1/7$. The other heads have their own kernels and do not change.

@@ -271,10 +271,10 @@ explain(untrained, [translation_data.test_pairs[0][0]])
 # <details><summary>1. No mask</summary>
 #
 # ```python
-# changed = x.numpy().copy()
-# changed[0, 3] += 1.0
+# x_changed = x.numpy().copy()
+# x_changed[0, 3] += 1.0
 # before = attention(x, x)
-# after = attention(changed, changed)
+# after = attention(x_changed, x_changed)
 # moved = np.abs(before.numpy() - after.numpy()).max(-1)[0]
 # print(moved)
 # assert (moved > 0).all()  # every position moves
@@ -292,11 +292,14 @@ explain(untrained, [translation_data.test_pairs[0][0]])
 # output = []
 # for t in range(10):
 #     logits, state, _ = model.decode_step(state, token, t)
+#     logits = np.array(logits)
+#     logits[:, 0] = -np.inf  # never the padding id
 #     token = np.argmax(logits, axis=-1)
 #     output.append(token)
 # print(np.stack(output, axis=1))  # (batch, 10) ids; an untrained model writes noise
 # ```
-# `Translator` does the same inside a compiled loop, stopping each sentence at `[END]`.
+# `Translator` does the same inside a compiled loop (it too never picks `[PAD]`), stopping
+# each sentence at `[END]`.
 # </details>
 #
 # <details><summary>3. Cache size</summary>

@@ -225,8 +225,10 @@ print("then, on both: keras-attention train --strategy multi_worker --dataset mu
 #    `10.0.0.2:2222` and `10.0.0.3:2222`. *Hint:* start from `tf_config` in the two-host cell;
 #    `index` counts from 0 and picks this host out of the `cluster` list.
 # 3. Split the CPU into three logical devices instead of two (first code cell) and run the
-#    comparison again. What should stay true, and why? *Hint:* the global batch no longer splits
-#    evenly between three replicas; which token count does each replica divide its loss by?
+#    comparison again. What should stay true, and why? *Hint:* TensorFlow sets its devices up
+#    once, so restart the kernel (or run the script anew) after the edit. The global batch no
+#    longer splits evenly between three replicas; which token count does each replica divide
+#    its loss by?
 #
 # ## Papers
 #
@@ -245,13 +247,16 @@ print("then, on both: keras-attention train --strategy multi_worker --dataset mu
 # <details><summary>2. TF_CONFIG</summary>
 #
 # ```python
-# import json, os
-# os.environ["TF_CONFIG"] = json.dumps({
+# import json
+# worker_1 = {
 #     "cluster": {"worker": ["10.0.0.1:2222", "10.0.0.2:2222", "10.0.0.3:2222"]},
 #     "task": {"type": "worker", "index": 1},
-# })
+# }
+# print(f"export TF_CONFIG='{json.dumps(worker_1)}'")  # on 10.0.0.2, before starting the job
 # ```
-# The same cluster list on every host; only `index` differs.
+# The same cluster list on every host; only `index` differs. It goes into the environment of
+# the process on that host: set here, it would tell this notebook's later runs that they are
+# worker 1 of a cluster that does not exist.
 # </details>
 #
 # <details><summary>3. Three replicas</summary>

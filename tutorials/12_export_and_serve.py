@@ -235,10 +235,10 @@ shutil.rmtree(workdir)  # the export was only for this tutorial
 # beam_dir = serving.export(translator, str(base), method="beam", beam_size=4, length_penalty=0.6)
 # greedy_dir = serving.export(translator, str(base), method="greedy", version=2)
 # for name, path in (("beam", beam_dir), ("greedy", greedy_dir)):
-#     signature = tf.saved_model.load(path).signatures["serving_default"]
-#     signature(sentences=tf.constant(sentences))  # the first call also builds the graph
+#     serve = tf.saved_model.load(path).signatures["serving_default"]
+#     serve(sentences=tf.constant(sentences))  # the first call also builds the graph
 #     started = time.time()
-#     translations = signature(sentences=tf.constant(sentences))["translations"].numpy()
+#     translations = serve(sentences=tf.constant(sentences))["translations"].numpy()
 #     print(f"{name}: {1000 * (time.time() - started) / len(sentences):.0f} ms a sentence",
 #           [t.decode() for t in translations])
 # shutil.rmtree(workdir)
