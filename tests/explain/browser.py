@@ -14,8 +14,11 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 
 
-def chromium():
-    """A headless chromium WebDriver that logs the console and the network."""
+def chromium(tmp_dir):
+    """A headless chromium WebDriver that logs the console and the network.
+
+    The browser's temporary files (its profile, its singleton socket folder, which it leaves behind) go in
+    `tmp_dir`, not in the machine's temporary folder."""
     if not (CHROMIUM and DRIVER):
         message = "no chromium/chromedriver: apt-get install chromium chromium-driver"
         if os.environ.get("CI"):
@@ -32,4 +35,5 @@ def chromium():
                  "--window-size=1400,1000"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    return webdriver.Chrome(service=Service(executable_path=DRIVER), options=options)
+    service = Service(executable_path=DRIVER, env={**os.environ, "TMPDIR": str(tmp_dir)})
+    return webdriver.Chrome(service=service, options=options)

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def browser():
-    driver = chromium()
+def browser(tmp_path_factory):
+    driver = chromium(tmp_path_factory.mktemp("browser-tmp"))
     yield driver
     driver.quit()
 

@@ -44,7 +44,11 @@ def _interruptible():
 
 
 def start(args, log_path, **env):
-    """Start `python args...` in its own process group, output to `log_path`."""
+    """Start `python args...` in its own process group, output to `log_path`.
+
+    Its temporary files go in `log_path`'s folder (`TMPDIR`): a killed process leaves TensorFlow's AutoGraph
+    files behind, and they stay with the test's other files, not in the machine's temporary folder."""
+    env.setdefault("TMPDIR", os.path.dirname(os.path.abspath(log_path)))
     log = open(log_path, "wb")
     process = subprocess.Popen([sys.executable, "-u", *args], cwd=REPO, env=child_env(**env),
                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,

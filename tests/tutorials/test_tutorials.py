@@ -60,10 +60,10 @@ def test_every_tutorial_is_listed():
     assert [s.stem for s in SCRIPTS] == sorted(FIGURES)
 
 
-# Reads a job a line ({"script": name, "solutions": [code, ...]}), runs the script as __main__, then each
-# solution in a copy of the script's globals (as a reader runs it after the last cell), and prints
-# "RESULT {json}": whether each ended well, and what it printed. Its tf.data iterators are untuned, as the
-# test workers' are (tests/untuned_iterators.py).
+# Reads a job a line ({"script": name, "solutions": [code, ...]}), runs the script as __main__, then the
+# solutions one after another in its globals (as a reader runs them after the last cell, each seeing what the
+# ones before it left), and prints "RESULT {json}": whether each ended well, and what it printed. Its tf.data
+# iterators are untuned, as the test workers' are (tests/untuned_iterators.py).
 _RUNNER = r"""
 import contextlib, io, json, runpy, sys, traceback
 sys.path.insert(0, ".")
@@ -86,7 +86,7 @@ def run(code):
 for line in sys.stdin:
     job = json.loads(line)
     result, scope = run(lambda: runpy.run_path(job["script"], run_name="__main__"))
-    result["solutions"] = [run(lambda: exec(code, dict(scope)))[0] for code in job["solutions"]] if scope else []
+    result["solutions"] = [run(lambda: exec(code, scope))[0] for code in job["solutions"]] if scope else []
     import keras, matplotlib.pyplot as plt
     keras.config.set_dtype_policy("float32")
     plt.close("all")
