@@ -36,8 +36,16 @@ def decoding():
     return table(["batch", "tokens", "cached greedy over re-running the prefix", "beam 4 over greedy (time)"],
                  [(row["batch"], row["tokens"], f"{row['speedup']:.1f}x faster", f"{row['beam4_over_greedy']:.2f}x")
                   for row in r["rows"]],
-                 [provenance(r, "decoding.json",
-                             "python scripts/benchmark_decoding.py --json benchmarks/decoding.json")])
+                 [_decoding_model(r),
+                  provenance(r, "decoding.json", "python scripts/benchmark_decoding.py"
+                             + (" --xla" if r.get("xla") else "") + " --json benchmarks/decoding.json")])
+
+
+def _decoding_model(r):
+    c = r["config"]
+    return (f"A Transformer of random weights ({c['layers']} + {c['layers']} layers, d_model {c['d_model']}, "
+            f"d_ff {c['d_ff']}, vocabulary {c['vocab']:,}) that emits exactly `tokens` tokens, "
+            f"{'compiled with XLA' if r.get('xla') else 'in a tf.function without XLA'}.")
 
 
 def serving():
@@ -46,7 +54,10 @@ def serving():
                  [(row["decoding"], row["batch_size"], f"{row['sentences_per_second']:.1f}",
                    f"{row['batch_ms_p50']:.0f} ms") for row in r["results"]],
                  [f"The exported SavedModel, strings in and out, {r['results'][0]['sentences']:,} test sentences.",
-                  provenance(r, "serving.json", "python scripts/benchmark_serving.py --json benchmarks/serving.json")])
+                  provenance(r, "serving.json", "python scripts/benchmark_serving.py GREEDY_EXPORT BEAM_EXPORT "
+                             "--json benchmarks/serving.json")
+                  + ("" if "command" in r else f" The JSON records the exports' folders only "
+                     f"({', '.join(sorted({row['export'] for row in r['results']}))}), not the model exported.")])
 
 
 def attention():

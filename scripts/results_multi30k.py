@@ -134,7 +134,9 @@ def multi30k():
               f"{train_multi30k.BEAM.length_penalty}"
               f"{' unless said below' if any('length_penalty_selection' in r for *_, r in runs) else ''}. Each row is "
               "`python scripts/train_multi30k.py --models RECIPE --directions SRC-TGT` "
-              "(its JSON in `benchmarks/multi30k/`), trained on a shared 2-core CPU machine; the rows ran on "
+              "(its JSON in `benchmarks/multi30k/`; the script needs the `dev` extra, "
+              "`pip install -e '.[dev]'`, for the Moses tokenizer of the lower-cased-on-Moses-tokens column), "
+              "trained on a shared 2-core CPU machine; the rows ran on "
               "different days and hosts (whose speed differed up to 3x), so compare their BLEU, not their minutes. "
               "The training time is the `train` command's own: the epochs' seconds, each epoch with its validation "
               "loss and BLEU on 200 sentences, whose share is given where the run recorded it."]
