@@ -381,4 +381,5 @@ def _add_export_command(commands):
                         help="SavedModel only: version folder (default: the next free number, 1 at first)")
     export.add_argument("--quantization", choices=QUANTIZATIONS,
                         help="CTranslate2 only: weight type (default: float32)")
-    export.add_argument("--overwrite", action="store_true", help="CTranslate2 only: replace an existing folder")
+    export.add_argument("--overwrite", action="store_true",
+                        help="CTranslate2 only: replace the CTranslate2 export in -o (never a folder of anything else)")

@@ -33,6 +33,7 @@ Two details differ from our decoder and are handled here:
 
 import json
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -76,7 +77,10 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
             `"int8_float32"`, `"float16"`, ... see `QUANTIZATIONS`); None keeps
             float32. CTranslate2 can also convert at load time
             (`compute_type=`). Defaults to None.
-        overwrite: bool. Replace an existing `output_dir`. Defaults to False.
+        overwrite: bool. Replace the export already in `output_dir`; a folder
+            holding anything else is refused even so. The new folder is
+            written beside it and replaces it only when complete.
+            Defaults to False.
 
     Returns:
         str, `output_dir`.
@@ -105,18 +109,51 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(f"`quantization` must be one of {', '.join(QUANTIZATIONS)} or None. "
                          f"Received: quantization={quantization!r}")
-    if os.path.exists(output_dir) and not overwrite:
-        if os.listdir(output_dir) if os.path.isdir(output_dir) else True:
-            raise FileExistsError(f"{output_dir} already exists; choose another folder or pass overwrite=True "
-                                  "(--overwrite on the command line).")
+    _check_output(output_dir, overwrite)
     spec = transformer_spec(model, translator.source_tokenizer.vocabulary, translator.target_tokenizer.vocabulary)
 
     class _Converter(ctranslate2.converters.Converter):
         def _load(self):
             return spec
 
-    _Converter().convert(output_dir, quantization=quantization, force=True)
-    write_json(os.path.join(output_dir, METADATA_FILE), {
+    # Written beside `output_dir`, then swapped in: an export that fails leaves the old one whole.
+    partial = f"{output_dir.rstrip(os.sep)}.partial-{os.getpid()}"
+    try:
+        _Converter().convert(partial, quantization=quantization, force=True)
+        _write_metadata(partial, translator, model, quantization)
+        _swap_in(partial, output_dir)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return output_dir
+
+
+def _check_output(output_dir, overwrite):
+    """Refuse what `export_ctranslate2` must not replace: a file, a folder of anything but one of its exports,
+    or (without `overwrite`) one of its exports."""
+    if os.path.isfile(output_dir):
+        raise FileExistsError(f"{output_dir} is a file; give a folder for the CTranslate2 model.")
+    if not os.path.isdir(output_dir) or not os.listdir(output_dir):
+        return
+    if not all(os.path.isfile(os.path.join(output_dir, name)) for name in ("model.bin", METADATA_FILE)):
+        raise FileExistsError(f"{output_dir} is not empty and holds no CTranslate2 export of keras-attention "
+                              f"(model.bin and {METADATA_FILE}), which is all that overwrite (--overwrite) replaces; "
+                              "choose a new or empty folder.")
+    if not overwrite:
+        raise FileExistsError(f"{output_dir} already exists; choose another folder or pass overwrite=True "
+                              "(--overwrite on the command line).")
+
+
+def _swap_in(partial, output_dir):
+    """Move the finished folder `partial` to `output_dir`, removing the export there (checked) only once it is."""
+    previous = f"{partial}.previous"
+    if os.path.isdir(output_dir):
+        os.replace(output_dir, previous)
+    os.replace(partial, output_dir)
+    shutil.rmtree(previous, ignore_errors=True)
+
+
+def _write_metadata(folder, translator, model, quantization):
+    write_json(os.path.join(folder, METADATA_FILE), {
         "max_source_length": translator.max_source_length,
         "max_target_length": translator.max_target_length,
         "model_max_length": model.max_length,  # the position table's rows: CTranslate2 has none beyond
@@ -125,7 +162,6 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
         "metadata": dict(translator.metadata),
         "quantization": quantization or "float32",
     })
-    return output_dir
 
 
 def read_export_metadata(model_dir):

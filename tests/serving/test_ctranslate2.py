@@ -180,6 +180,12 @@ def test_bad_exports_and_folders(tokenizers, trained, tmp_path):
         export_ctranslate2(make_translator(tokenizers, "bahdanau"), str(tmp_path / "rnn"))
     with pytest.raises(FileExistsError, match="already exists"):
         export_ctranslate2(translator, folder)
+    (tmp_path / "notes.txt").write_text("kept")
+    with pytest.raises(FileExistsError, match="notes.txt is a file; give a folder"):
+        export_ctranslate2(translator, str(tmp_path / "notes.txt"), overwrite=True)
+    with pytest.raises(FileExistsError, match="is not empty and holds no CTranslate2 export"):
+        export_ctranslate2(translator, str(tmp_path), overwrite=True)
+    assert (tmp_path / "notes.txt").read_text() == "kept"
     with pytest.raises(ValueError, match="`quantization` must be one of .* Received: quantization='int4'"):
         export_ctranslate2(translator, str(tmp_path / "q"), quantization="int4")
     quantized = make_translator(tokenizers, "transformer")
@@ -211,5 +217,16 @@ def test_command_line_export_and_translate(trained, tmp_path, capsys):
     assert "BLEU" in lines[0] and lines[1].startswith("sacreBLEU signature") and lines[2:] == lines[:2]
     assert main(["export", str(root / "translator"), "--format", "ctranslate2", "-o", out]) == 2
     assert "already exists" in capsys.readouterr().err
+    # --overwrite replaces an export, and only an export: never a run or translator folder (the source, here).
+    assert main(["export", str(root / "translator"), "--format", "ctranslate2", "-o", out, "--overwrite",
+                 "--quantization", "int8"]) == 0
+    assert json.loads((tmp_path / "cli-ct2" / "keras_attention.json").read_text())["quantization"] == "int8"
+    capsys.readouterr()
+    before = sorted(os.listdir(root / "translator"))
+    assert main(["export", str(root / "translator"), "--format", "ctranslate2", "-o", str(root / "translator"),
+                 "--overwrite"]) == 2
+    assert "holds no CTranslate2 export of keras-attention" in capsys.readouterr().err
+    assert sorted(os.listdir(root / "translator")) == before
+    assert not [p.name for p in tmp_path.iterdir() if "partial" in p.name]  # the replaced export's temporary folder
     assert main(["translate", out, "x", "--engine", "ctranslate2", "--html", str(tmp_path / "a.html")]) == 2
     assert "use --engine keras" in capsys.readouterr().err
