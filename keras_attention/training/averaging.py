@@ -20,7 +20,7 @@ import zipfile
 import h5py
 import numpy as np
 
-from keras_attention.base.files import replaced_atomically
+from keras_attention.base.files import read_translator_config, replaced_atomically
 
 WEIGHTS_IN_KERAS_FILE = "model.weights.h5"
 
@@ -53,6 +53,7 @@ def average_checkpoints(paths, output, overwrite=False):
     output = os.fspath(output)
     _check_suffix(output)
     _check_new(output, overwrite)
+    _check_not_an_input(output, paths)
     averaged = average_weights(paths)
     if output.endswith(".weights.h5"):
         with replaced_atomically(output) as partial, open(partial, "wb") as f:
@@ -81,30 +82,39 @@ def average_translator(translator_dir, paths, output_dir, overwrite=False):
         `output_dir`, which `Translator.load` reads like the original.
 
     Raises:
-        FileNotFoundError: `translator_dir` holds no `model.keras`.
+        FileNotFoundError: `translator_dir` holds no translator.
+        ValueError: the checkpoints do not fit the translator's model (nothing
+            is written), or `output_dir` holds a translator and not `overwrite`.
 
     Example:
 
     >>> average_translator("run/translator", ["run/checkpoints/epoch-009.weights.h5",
     ...                    "run/checkpoints/epoch-010.weights.h5"], "run/translator-average")  # doctest: +SKIP
     """
+    read_translator_config(translator_dir)  # a folder that is not a translator is not copied
     source = os.path.join(translator_dir, "model.keras")
     if not os.path.exists(source):
         raise FileNotFoundError(f"No translator model at {source!r}. Received: translator_dir={translator_dir!r}")
     _check_new(os.path.join(output_dir, "model.keras"), overwrite)
-    weights = average_weights(paths)  # before writing anything: mismatched checkpoints leave no folder
+    # Before writing anything: checkpoints that do not fit the model leave `output_dir` as it was.
+    members = _keras_members_with(source, average_weights(paths))
     os.makedirs(output_dir, exist_ok=True)
     for name in os.listdir(translator_dir):
         if name != "model.keras" and os.path.isfile(os.path.join(translator_dir, name)):
             with replaced_atomically(os.path.join(output_dir, name)) as partial:
                 shutil.copy(os.path.join(translator_dir, name), partial)
-    replace_weights_in_keras_file(source, os.path.join(output_dir, "model.keras"), weights)
+    _write_keras_file(members, os.path.join(output_dir, "model.keras"))
     return output_dir
 
 
 def _check_new(path, overwrite):
     if os.path.exists(path) and not overwrite:
         raise ValueError(f"{path} already exists; choose another output or pass overwrite=True (--overwrite).")
+
+
+def _check_not_an_input(output, paths):
+    if os.path.abspath(output) in {os.path.abspath(os.fspath(p)) for p in paths}:
+        raise ValueError(f"{output} is one of the checkpoints to average; choose another output.")
 
 
 def average_weights(paths):
@@ -138,9 +148,18 @@ def replace_weights_in_keras_file(source, output, weights):
         weights: dict from HDF5 dataset path (as in `read_weights`) to array.
             Paths missing from `source` raise a `ValueError`.
     """
+    _write_keras_file(_keras_members_with(source, weights), output)
+
+
+def _keras_members_with(source, weights):
+    """The members (name -> bytes) of the `.keras` file `source` with `weights` in its weights file."""
     with zipfile.ZipFile(source) as archive:
         members = {name: archive.read(name) for name in archive.namelist()}
-    members[WEIGHTS_IN_KERAS_FILE] = _write_weights(members[WEIGHTS_IN_KERAS_FILE], weights)
+    members[WEIGHTS_IN_KERAS_FILE] = _write_weights(members[WEIGHTS_IN_KERAS_FILE], weights, source)
+    return members
+
+
+def _write_keras_file(members, output):
     with replaced_atomically(output) as partial, zipfile.ZipFile(partial, "w") as archive:
         for name, data in members.items():
             archive.writestr(name, data)
@@ -194,12 +213,16 @@ def _mean(arrays, paths):
     return averaged
 
 
-def _write_weights(template_bytes, weights):
-    """`template_bytes` (an HDF5 file) with the datasets named in `weights` overwritten."""
+def _write_weights(template_bytes, weights, template="the checkpoint"):
+    """`template_bytes` (an HDF5 file, from `template`) with the datasets named in `weights` overwritten."""
     buffer = io.BytesIO(template_bytes)
     with h5py.File(buffer, "r+") as f:
         for name, value in weights.items():
             if name not in f:
-                raise ValueError(f"The checkpoint has no weight {name!r} to replace.")
+                raise ValueError(f"{template} has no weight {name!r} to replace: the checkpoints are of another "
+                                 "model.")
+            if f[name].shape != np.shape(value):
+                raise ValueError(f"Weight {name!r} has shape {np.shape(value)} in the checkpoints but "
+                                 f"{f[name].shape} in {template}: the checkpoints are of another model.")
             f[name][...] = value
     return buffer.getvalue()

@@ -1,5 +1,6 @@
 """Checkpoint averaging: of identical checkpoints, the same weights; of different ones, their mean."""
 
+import json
 import os
 
 import keras
@@ -7,14 +8,16 @@ import numpy as np
 import pytest
 
 from keras_attention import cli
+from keras_attention.base import files
 from keras_attention.models import Transformer
 from keras_attention.training import averaging
 from keras_attention.training.callbacks import EpochCheckpoints
 
 
-def _model(seed):
+def _model(seed, target_vocabulary=31):
     keras.utils.set_random_seed(seed)
-    model = Transformer(30, 31, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32, max_length=12)
+    model = Transformer(30, target_vocabulary, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32,
+                        max_length=12)
     model((np.ones((1, 5), "int32"), np.ones((1, 4), "int32")))
     model.compile("adam", loss="mse")
     model.optimizer.build(model.trainable_variables)
@@ -29,6 +32,18 @@ def _save_three(tmp_path, suffix=".weights.h5"):
         model.save_weights(path) if suffix == ".weights.h5" else model.save(path)
         paths.append(path)
     return paths
+
+
+# What `average_translator` reads of translator.json: its keys (the values are not looked at).
+TRANSLATOR_JSON = json.dumps({key: {} for key in files.TRANSLATOR_KEYS})
+
+
+def _translator(folder, model):
+    """A translator folder for averaging: `model` saved as its `model.keras` beside a translator.json."""
+    folder.mkdir()
+    model.save(str(folder / "model.keras"))
+    (folder / "translator.json").write_text(TRANSLATOR_JSON)
+    return folder
 
 
 def test_average_of_identical_checkpoints_is_the_same_weights(tmp_path):
@@ -109,13 +124,10 @@ def test_cli_average_checkpoints(tmp_path, capsys):
 
 def test_cli_average_into_a_translator_folder(tmp_path):
     paths = _save_three(tmp_path)
-    translator = tmp_path / "translator"
-    translator.mkdir()
-    _model(4).save(str(translator / "model.keras"))
-    (translator / "translator.json").write_text("{}")
+    translator = _translator(tmp_path / "translator", _model(4))
     out = tmp_path / "averaged"
     assert cli.main(["average-checkpoints", *paths, "--output", str(out), "--translator", str(translator)]) == 0
-    assert (out / "translator.json").read_text() == "{}"
+    assert (out / "translator.json").read_text() == TRANSLATOR_JSON
     loaded = keras.models.load_model(str(out / "model.keras"))
     reference = _model(9)
     reference.load_weights(averaging.average_checkpoints(paths, str(tmp_path / "avg.weights.h5")))
@@ -126,9 +138,32 @@ def test_cli_average_into_a_translator_folder(tmp_path):
 def test_average_translator_needs_a_model_and_writes_nothing_without_one(tmp_path):
     paths = _save_three(tmp_path)
     out = tmp_path / "averaged"
+    with pytest.raises(FileNotFoundError, match="translator.json' is missing"):
+        averaging.average_translator(str(tmp_path), paths, str(out))
+    (tmp_path / "translator.json").write_text(TRANSLATOR_JSON)
     with pytest.raises(FileNotFoundError, match="model.keras"):
-        averaging.average_translator(str(tmp_path / "no-translator"), paths, str(out))
+        averaging.average_translator(str(tmp_path), paths, str(out))
     assert not out.exists()
+
+
+def test_checkpoints_of_another_model_leave_the_output_as_it_was(tmp_path, capsys):
+    # Checkpoints of a model with a larger output vocabulary than the translator's: one line, nothing written.
+    paths = _save_three(tmp_path)
+    other = _translator(tmp_path / "other", _model(4, target_vocabulary=45))
+    out = _translator(tmp_path / "averaged", _model(5))  # a translator already there, kept
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert cli.main(["average-checkpoints", *paths, "--output", str(out), "--translator", str(other),
+                     "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert "has shape (31, 16) in the checkpoints but (45, 16) in" in err and "of another model" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert cli.main(["average-checkpoints", *paths, "--output", str(tmp_path / "new"), "--translator",
+                     str(other)]) == 2
+    assert not (tmp_path / "new").exists()
+    capsys.readouterr()
+    assert cli.main(["average-checkpoints", *paths, "--output", paths[0], "--overwrite"]) == 2
+    assert "is one of the checkpoints to average" in capsys.readouterr().err
 
 
 def test_an_existing_output_is_kept_unless_overwrite(tmp_path, capsys):
@@ -141,9 +176,6 @@ def test_an_existing_output_is_kept_unless_overwrite(tmp_path, capsys):
     assert cli.main(["average-checkpoints", *paths, "--output", str(out), "--overwrite"]) == 0
     _model(9).load_weights(str(out))
     assert [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []
-    translator = tmp_path / "translator"
-    translator.mkdir()
-    _model(4).save(str(translator / "model.keras"))
-    (translator / "translator.json").write_text("{}")
+    translator = _translator(tmp_path / "translator", _model(4))
     with pytest.raises(ValueError, match="model.keras already exists"):
         averaging.average_translator(str(translator), paths, str(translator))
