@@ -299,15 +299,19 @@ class Translator(tf.Module):
             warnings.warn(f"{config_path} was written by an older keras-attention: the languages and "
                           "data set it was trained on are unknown.", stacklevel=2)
         model = _load_model(os.path.join(directory, "model.keras"))
-        return cls(
-            model,
-            SubwordTokenizer.from_config(config["source_tokenizer"]),
-            SubwordTokenizer.from_config(config["target_tokenizer"]),
-            max_source_length=config["max_source_length"],
-            max_target_length=config["max_target_length"],
-            metadata=config.get("metadata"),
-            jit_compile=jit_compile,
-        )
+        try:
+            return cls(
+                model,
+                SubwordTokenizer.from_config(config["source_tokenizer"]),
+                SubwordTokenizer.from_config(config["target_tokenizer"]),
+                max_source_length=config["max_source_length"],
+                max_target_length=config["max_target_length"],
+                metadata=config.get("metadata"),
+                jit_compile=jit_compile,
+            )
+        except (TypeError, ValueError) as error:  # a damaged or hand-edited translator.json
+            raise ValueError(f"{config_path}: {error} (write it again with Translator.save or "
+                             "`keras-attention train`)") from None
 
     @property
     def languages(self):

@@ -173,8 +173,11 @@ def read_export_metadata(model_dir):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} is missing: this CTranslate2 model was not exported by keras-attention, "
                                 "so its tokenizers are unknown.")
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: invalid JSON ({error}); export the model again.") from None
 
 
 # The spec ----------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Translator: strings in, strings out, with tokenizers, truncation and saving."""
 
+import json
 import os
 import warnings
 
@@ -167,6 +168,13 @@ def test_a_damaged_translator_folder_is_named_in_one_line(tokenizers, tmp_path):
     (folder / "translator.json").write_text('{"max_source_length": 3}')
     with pytest.raises(ValueError, match="not a translator configuration \\(no source_tokenizer, target_tokenizer"):
         Translator.load(str(folder))
+    # Hand-edited values: the file is named, no TypeError from inside.
+    for key, value in [("target_tokenizer", "oops"), ("max_source_length", -1),
+                       ("source_tokenizer", {**json.loads(config)["source_tokenizer"], "vocabulary": None}),
+                       ("source_tokenizer", {**json.loads(config)["source_tokenizer"], "bogus": 1})]:
+        (folder / "translator.json").write_text(json.dumps({**json.loads(config), key: value}))
+        with pytest.raises(ValueError, match=r"translator.json: .*\(write it again with Translator.save"):
+            Translator.load(str(folder))
     os.remove(folder / "model.keras")
     (folder / "translator.json").write_text(config)
     with pytest.raises(FileNotFoundError, match="model.keras: missing"):

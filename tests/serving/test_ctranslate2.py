@@ -200,6 +200,10 @@ def test_bad_exports_and_folders(tokenizers, trained, tmp_path):
                                                  open(os.path.join(folder, name), "rb").read())
     with pytest.raises(ValueError, match="CTranslate2 cannot load this model"):
         CTranslate2Translator(str(tmp_path / "broken"))
+    metadata = tmp_path / "broken" / "keras_attention.json"
+    metadata.write_text(metadata.read_text()[:-10])
+    with pytest.raises(ValueError, match=r"keras_attention.json: invalid JSON \(.*\); export the model again"):
+        CTranslate2Translator(str(tmp_path / "broken"))
 
 
 def test_command_line_export_and_translate(trained, tmp_path, capsys):
