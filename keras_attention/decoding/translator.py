@@ -149,8 +149,13 @@ class Translator(tf.Module):
     def resolve_options(self, options=None, defaults=DEFAULTS, **settings):
         """The `DecodingOptions` these arguments ask for (`decoding_options`), with
         `max_length` filled in (the translator's `max_target_length`) and
-        refused above the model's maximum length."""
+        refused above the model's maximum length, and `beam_size` refused above
+        the target vocabulary's size."""
         options = decoding_options(options, defaults, **settings)
+        vocabulary = self.target_tokenizer.vocab_size
+        if options.method == "beam" and options.beam_size > vocabulary:  # more hypotheses than tokens to extend by
+            raise ValueError(f"`beam_size` must be at most the target vocabulary's size, {vocabulary}. "
+                             f"Received: beam_size={options.beam_size}")
         return with_max_length(options, self.max_target_length, getattr(self.model, "max_length", None))
 
     def _decode(self, source_ids, options, return_attention, chunked=False):
