@@ -339,15 +339,31 @@ def _export_folder(args):
     return given[0]
 
 
+# The export flags that one format takes and the other does not.
+_SAVEDMODEL_ONLY = {"decoding_method": "--method", "decoding_beam_size": "--beam-size",
+                    "decoding_length_penalty": "--length-penalty", "decoding_max_length": "--max-length",
+                    "jit_compile": "--jit-compile", "version": "--version"}
+_CTRANSLATE2_ONLY = {"quantization": "--quantization", "overwrite": "--overwrite"}
+
+
+def _check_format_flags(args):
+    """Refuse a flag of the other format, which would otherwise be ignored without a word."""
+    other = _SAVEDMODEL_ONLY if args.format == "ctranslate2" else _CTRANSLATE2_ONLY
+    given = [flag for name, flag in other.items() if getattr(args, name) not in (None, False)]
+    if given:
+        why = " (CTranslate2 is told how to decode when it translates)" if args.format == "ctranslate2" else ""
+        raise ValueError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --format "
+                         f"{'savedmodel' if args.format == 'ctranslate2' else 'ctranslate2'} only{why}.")
+
+
 def _export(args):
     from keras_attention.decoding.translator import Translator
 
     output_dir = _export_folder(args)
+    _check_format_flags(args)
     if args.format == "ctranslate2":
         from keras_attention.serving.ctranslate2_export import export_ctranslate2
 
-        if args.jit_compile:
-            raise ValueError("--jit-compile applies to --format savedmodel (CTranslate2 has its own kernels).")
         translator = Translator.load(args.translator)
         path = export_ctranslate2(translator, output_dir, quantization=args.quantization, overwrite=args.overwrite)
         print(f"exported: {path} (CTranslate2, {args.quantization or 'float32'} weights); translate with: "

@@ -30,6 +30,13 @@ def test_cli_exports_a_saved_translator(translator, tmp_path, capsys):
         assert json.load(f)["jit_compile"] is True
     assert main(["export", saved, "-o", str(tmp_path / "ct2"), "--format", "ctranslate2", "--jit-compile"]) == 2
     assert "--jit-compile applies to --format savedmodel" in capsys.readouterr().err
+    # A flag of the other format is refused, not ignored; nothing is written.
+    assert main(["export", saved, "-o", str(tmp_path / "ct2"), "--format", "ctranslate2", "--method", "greedy",
+                 "--beam-size", "3"]) == 2
+    assert "--method, --beam-size apply to --format savedmodel only" in capsys.readouterr().err
+    assert main(["export", saved, base, "--quantization", "int8", "--overwrite"]) == 2
+    assert "--quantization, --overwrite apply to --format ctranslate2 only." in capsys.readouterr().err
+    assert sorted(os.listdir(base)) == ["1", "2"] and not (tmp_path / "ct2").exists()
 
     # Errors give a message and exit status 2, not a traceback.
     assert main(["export", str(tmp_path / "missing"), base]) == 2
