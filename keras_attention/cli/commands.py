@@ -64,13 +64,14 @@ def main(argv=None):
 @contextlib.contextmanager
 def _one_truncation_line():
     """The command's truncation warnings (a translator gives one a call: every BLEU pass, every batch) summed
-    into one line at its end; other warnings pass as they are."""
+    into one line at its end; any other warning is one line too (`warning: ...`), without Python's file, line
+    and source line."""
     counts = {"truncated": 0, "total": 0, "limits": set()}
-    show = warnings.showwarning
 
     def count(message, category, *args, **kwargs):
         if not isinstance(message, TruncationWarning):
-            return show(message, category, *args, **kwargs)
+            print(f"warning: {' '.join(str(message).split())}", file=sys.stderr)
+            return
         counts["truncated"] += message.truncated
         counts["total"] += message.total
         counts["limits"].add(message.max_source_length)
