@@ -243,10 +243,11 @@ def _check_test_data(args, metadata):
 
 
 def _translate(args):
-    if args.html:
-        from keras_attention.explain import check_page_path
+    from keras_attention.explain import check_page_path
 
-        check_page_path(args.html)  # before any work
+    for path in (args.html, args.plot_attention):
+        if path:
+            check_page_path(path)  # before any work
     options = options_from_args(args)
     if args.html and options.method == "sample":
         raise ValueError("--html shows greedy or beam decoding. Received: --method sample")
@@ -262,7 +263,9 @@ def _translate(args):
 
         plot_attention(result.attention[0], result.source_tokens[0], result.target_tokens[0],
                        path=args.plot_attention)
-        print(f"attention map: {args.plot_attention}", file=sys.stderr)
+        # Matplotlib adds ".png" to a name without a suffix.
+        written = args.plot_attention if os.path.splitext(args.plot_attention)[1] else f"{args.plot_attention}.png"
+        print(f"attention map: {written}", file=sys.stderr)
     if args.html:
         _write_page(translator, [s for s in sentences if s.strip()], args.html, options)
     return 0

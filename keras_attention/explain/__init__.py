@@ -55,8 +55,13 @@ class Explanation:
 
 
 def check_page_path(path):
-    """Refuse, in one line, a page path whose folder does not exist."""
+    """Refuse, in one line and before any work, a file path that cannot be written: a folder, or a path
+    whose folder does not exist or is a file (for a page, and the command line's attention map)."""
     folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"Cannot write {path}: it is a folder; give a file name.")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise NotADirectoryError(f"Cannot write {path}: {folder} is a file, not a folder.")
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"Cannot write {path}: the folder {folder} does not exist.")
 
