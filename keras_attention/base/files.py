@@ -1,14 +1,15 @@
-"""Files written whole or not at all, and the translator folder's configuration read without TensorFlow.
+"""Files and folders written whole or not at all, and the translator folder's configuration read without TensorFlow.
 
-Writes go to a temporary name in the same folder, then a rename: a reader (or
-a run killed half-way through a write) sees either the old file or the new one,
-never part of one (`os.replace` within one file system is atomic).
+Writes go to a temporary name beside the target, then a rename: a reader (or
+a run killed half-way through a write) sees either the old file or folder or
+the new one, never part of one (`os.replace` within one file system is atomic).
 """
 
 import contextlib
 import dataclasses
 import json
 import os
+import shutil
 
 
 @contextlib.contextmanager
@@ -34,6 +35,50 @@ def replaced_atomically(path):
     finally:
         if os.path.exists(partial):
             os.remove(partial)
+
+
+@contextlib.contextmanager
+def folder_replaced_atomically(path):
+    """Yield a new empty folder beside `path`; on success it takes the place of `path`.
+
+    What `path` held is removed only once the new folder is in place; if the
+    block raises, the new folder goes and `path` is untouched. The caller
+    checks first that `path` may be replaced (it is removed whole).
+
+    Example:
+
+    >>> with folder_replaced_atomically("exports/en-de") as staging:  # doctest: +SKIP
+    ...     write_export(staging)
+    """
+    path = os.path.normpath(os.fspath(path))
+    staging = f"{path}.partial-{os.getpid()}"
+    previous = f"{staging}.previous"
+    os.makedirs(staging)
+    try:
+        yield staging
+        if os.path.isdir(path):
+            os.replace(path, previous)
+        try:
+            os.replace(staging, path)
+        except BaseException:
+            if os.path.isdir(previous):
+                os.replace(previous, path)
+            raise
+        shutil.rmtree(previous, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def check_output_file(path):
+    """Refuse, in one line and before any work, a file path that cannot be written: a folder, or a path
+    whose folder does not exist or is a file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"Cannot write {path}: it is a folder; give a file name.")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise NotADirectoryError(f"Cannot write {path}: {folder} is a file, not a folder.")
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"Cannot write {path}: the folder {folder} does not exist.")
 
 
 def write_text(path, text):

@@ -358,6 +358,10 @@ def _add_average_checkpoints_command(commands):
     average.add_argument("--overwrite", action="store_true", help="replace an existing --output")
 
 
+# The note that starts the help of a flag one export format only reads.
+ONLY_FOR = {"savedmodel": "SavedModel only: ", "ctranslate2": "CTranslate2 only: "}
+
+
 def _add_export_command(commands):
     export = commands.add_parser(
         "export", help="write a SavedModel for TF Serving (strings in, translations out) or a CTranslate2 model",
@@ -373,13 +377,19 @@ def _add_export_command(commands):
                         help="a SavedModel for TF Serving, or a CTranslate2 model folder")
     add_decoding_options(export.add_argument_group("decoding"),
                          ("method", "beam_size", "length_penalty", "max_length"),
-                         defaults=EXPORT_DEFAULTS, methods=SEARCH_METHODS, note="SavedModel only: ")
+                         defaults=EXPORT_DEFAULTS, methods=SEARCH_METHODS, note=ONLY_FOR["savedmodel"])
     export.add_argument("--jit-compile", action="store_true",
-                        help="SavedModel only: decode with XLA (TF Serving on a CPU then needs "
+                        help=f"{ONLY_FOR['savedmodel']}decode with XLA (TF Serving on a CPU then needs "
                              "--xla_cpu_compilation_enabled=true)")
     export.add_argument("--version", type=int,
-                        help="SavedModel only: version folder (default: the next free number, 1 at first)")
+                        help=f"{ONLY_FOR['savedmodel']}version folder (default: the next free number, 1 at first)")
     export.add_argument("--quantization", choices=QUANTIZATIONS,
-                        help="CTranslate2 only: weight type (default: float32)")
+                        help=f"{ONLY_FOR['ctranslate2']}weight type (default: float32)")
     export.add_argument("--overwrite", action="store_true",
-                        help="CTranslate2 only: replace the CTranslate2 export in -o (never a folder of anything else)")
+                        help=f"{ONLY_FOR['ctranslate2']}replace the CTranslate2 export in -o "
+                             "(never a folder of anything else)")
+    # Each format's own flags, found by their help's note: export refuses those of the other format.
+    export.set_defaults(format_flags={
+        name: {action.dest: max(action.option_strings, key=len) for action in export._actions
+               if (action.help or "").startswith(note)}
+        for name, note in ONLY_FOR.items()})

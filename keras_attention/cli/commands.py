@@ -8,7 +8,7 @@ import threading
 import warnings
 
 from keras_attention.base.corpus_files import is_prepared
-from keras_attention.base.files import RunPaths, read_translator_config, translator_folder
+from keras_attention.base.files import RunPaths, check_output_file, read_translator_config, translator_folder
 from keras_attention.base.options import DATASETS
 from keras_attention.base.tensorflow_only import BackendError, require_tensorflow
 from keras_attention.base.validation import TruncationWarning
@@ -194,9 +194,7 @@ def _sentences(args):
 
 
 def _explain(args):
-    from keras_attention.explain import check_page_path
-
-    check_page_path(args.output)  # before any work
+    check_output_file(args.output)  # before any work
     translator = _load_translator(args)
     _write_page(translator, _sentences(args), args.output, options_from_args(args))
     return 0
@@ -243,11 +241,9 @@ def _check_test_data(args, metadata):
 
 
 def _translate(args):
-    from keras_attention.explain import check_page_path
-
     for path in (args.html, args.plot_attention):
         if path:
-            check_page_path(path)  # before any work
+            check_output_file(path)  # before any work
     options = options_from_args(args)
     if args.html and options.method == "sample":
         raise ValueError("--html shows greedy or beam decoding. Received: --method sample")
@@ -344,20 +340,14 @@ def _export_folder(args):
 
 
 # The export flags that one format takes and the other does not.
-_SAVEDMODEL_ONLY = {"decoding_method": "--method", "decoding_beam_size": "--beam-size",
-                    "decoding_length_penalty": "--length-penalty", "decoding_max_length": "--max-length",
-                    "jit_compile": "--jit-compile", "version": "--version"}
-_CTRANSLATE2_ONLY = {"quantization": "--quantization", "overwrite": "--overwrite"}
-
-
 def _check_format_flags(args):
     """Refuse a flag of the other format, which would otherwise be ignored without a word."""
-    other = _SAVEDMODEL_ONLY if args.format == "ctranslate2" else _CTRANSLATE2_ONLY
-    given = [flag for name, flag in other.items() if getattr(args, name) not in (None, False)]
+    other = "savedmodel" if args.format == "ctranslate2" else "ctranslate2"
+    given = [flag for name, flag in args.format_flags[other].items() if getattr(args, name) not in (None, False)]
     if given:
         why = " (CTranslate2 is told how to decode when it translates)" if args.format == "ctranslate2" else ""
         raise ValueError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --format "
-                         f"{'savedmodel' if args.format == 'ctranslate2' else 'ctranslate2'} only{why}.")
+                         f"{other} only{why}.")
 
 
 def _export(args):

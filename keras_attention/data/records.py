@@ -19,16 +19,15 @@ so every shard is a random sample of the corpus. `data.prepared.PreparedCorpus`
 reads the folder back for training.
 """
 
-import json
 import math
 import os
-import shutil
 import time
 
 import numpy as np
 import tensorflow as tf
 
 from keras_attention.base.corpus_files import sha256_of
+from keras_attention.base.files import folder_replaced_atomically, write_json
 from keras_attention.base.options import SHARD_SIZE
 from keras_attention.base.validation import check_positive_int
 from keras_attention.data.pipeline import _max_lengths
@@ -96,19 +95,11 @@ def write_prepared_corpus(
     if num_pairs is None:
         raise ValueError("`num_pairs` is needed when `report` has no line count. Received: num_pairs=None")
     shard_size = check_positive_int("shard_size", shard_size)
-    # Everything is written to a staging folder beside `final_dir`, which
-    # replaces it only once complete: a failure or a kill never leaves a
-    # half-written corpus, and never costs the one being overwritten.
-    output_dir = final_dir + ".partial"
-    shutil.rmtree(output_dir, ignore_errors=True)
-    os.makedirs(output_dir)
-    try:
-        manifest = _write_corpus(pairs, source_tokenizer, target_tokenizer, output_dir, max_length, num_pairs,
+    # Written to a staging folder beside `final_dir`, which replaces it only once complete: a failure
+    # or a kill never leaves a half-written corpus, and never costs the one being overwritten.
+    with folder_replaced_atomically(final_dir) as staging:
+        manifest = _write_corpus(pairs, source_tokenizer, target_tokenizer, staging, max_length, num_pairs,
                                  shard_size, seed, report, valid_pairs, test_pairs, metadata)
-    except BaseException:
-        shutil.rmtree(output_dir, ignore_errors=True)
-        raise
-    _install(output_dir, final_dir)
     logger.info("Prepared %d pairs in %d shards in %s (%.0f s).", manifest["pairs"], len(manifest["shards"]),
                 final_dir, manifest["seconds"])
     return manifest
@@ -155,20 +146,8 @@ def _write_corpus(pairs, source_tokenizer, target_tokenizer, output_dir, max_len
     }
     if not manifest["pairs"]:
         raise ValueError(f"No pair was kept (all over max_length={max_length} or skipped); nothing prepared.")
-    _write_json(os.path.join(output_dir, MANIFEST), manifest)
+    write_json(os.path.join(output_dir, MANIFEST), manifest, indent=1)
     return manifest
-
-
-def _install(staging, folder):
-    """Put the complete corpus in `staging` at `folder`, replacing what `check_output` allowed."""
-    previous = None
-    if os.path.isdir(folder):
-        previous = folder + ".old"
-        shutil.rmtree(previous, ignore_errors=True)
-        os.replace(folder, previous)
-    os.replace(staging, folder)
-    if previous:
-        shutil.rmtree(previous, ignore_errors=True)
 
 
 def _write_random_shards(pairs, source_tok, target_tok, folder, names, max_source, max_target,
@@ -227,28 +206,19 @@ def _vocabulary_entry(folder, name, tokenizer):
 
 
 def _write_text(pairs, folder, name):
-    """Write a small split as two text files, `NAME.source` and `NAME.target`, in `folder`."""
+    """Write a small split as two text files, `NAME.source` and `NAME.target`, in the staging `folder`."""
     names = [f"{name}.source", f"{name}.target"]
-    partial = [os.path.join(folder, n + ".partial") for n in names]
-    with open(partial[0], "w", encoding="utf-8") as src, open(partial[1], "w", encoding="utf-8") as tgt:
+    paths = [os.path.join(folder, n) for n in names]
+    with open(paths[0], "w", encoding="utf-8") as src, open(paths[1], "w", encoding="utf-8") as tgt:
         for pair in pairs.as_numpy_iterator():
             src.write(" ".join(pair[0].decode("utf-8").split()) + "\n")
             tgt.write(" ".join(pair[1].decode("utf-8").split()) + "\n")
-    for path, final in zip(partial, names):
-        os.replace(path, os.path.join(folder, final))
     return names
 
 
 def _trim(histogram):
     nonzero = np.flatnonzero(histogram)
     return histogram[: nonzero.max() + 1].tolist() if nonzero.size else []
-
-
-def _write_json(path, value):
-    partial = path + ".partial"
-    with open(partial, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=1)
-    os.replace(partial, path)
 
 
 __all__ = ["check_output", "write_prepared_corpus"]

@@ -5,10 +5,9 @@
 >>> page  # in Jupyter: the interactive page  # doctest: +SKIP
 """
 
-import os
 import warnings
 
-from keras_attention.base.files import write_text
+from keras_attention.base.files import check_output_file, write_text
 from keras_attention.base.validation import TruncationWarning
 from keras_attention.explain.page import render_fragment, render_page, strongest_alignments
 from keras_attention.explain.weights import SentenceAttention, collect_attention
@@ -49,21 +48,9 @@ class Explanation:
 
     def save(self, path):
         """Write the page to `path` (its folder must exist); return the path."""
-        check_page_path(path)
+        check_output_file(path)
         write_text(path, self.to_html())
         return path
-
-
-def check_page_path(path):
-    """Refuse, in one line and before any work, a file path that cannot be written: a folder, or a path
-    whose folder does not exist or is a file (for a page, and the command line's attention map)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"Cannot write {path}: it is a folder; give a file name.")
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise NotADirectoryError(f"Cannot write {path}: {folder} is a file, not a folder.")
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"Cannot write {path}: the folder {folder} does not exist.")
 
 
 def explain(translator, sentences, options=None, title="Attention explorer", **settings):

@@ -33,12 +33,11 @@ Two details differ from our decoder and are handled here:
 
 import json
 import os
-import shutil
 
 import keras
 import numpy as np
 
-from keras_attention.base.files import write_json
+from keras_attention.base.files import folder_replaced_atomically, write_json
 from keras_attention.base.options import CTRANSLATE2_QUANTIZATIONS
 from keras_attention.data.vocabulary import END, PAD, START, UNK
 from keras_attention.decoding.translator import Translator, quantization_modes
@@ -117,13 +116,9 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
             return spec
 
     # Written beside `output_dir`, then swapped in: an export that fails leaves the old one whole.
-    partial = f"{output_dir.rstrip(os.sep)}.partial-{os.getpid()}"
-    try:
-        _Converter().convert(partial, quantization=quantization, force=True)
-        _write_metadata(partial, translator, model, quantization)
-        _swap_in(partial, output_dir)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+    with folder_replaced_atomically(output_dir) as staging:
+        _Converter().convert(staging, quantization=quantization, force=True)
+        _write_metadata(staging, translator, model, quantization)
     return output_dir
 
 
@@ -141,15 +136,6 @@ def _check_output(output_dir, overwrite):
     if not overwrite:
         raise FileExistsError(f"{output_dir} already exists; choose another folder or pass overwrite=True "
                               "(--overwrite on the command line).")
-
-
-def _swap_in(partial, output_dir):
-    """Move the finished folder `partial` to `output_dir`, removing the export there (checked) only once it is."""
-    previous = f"{partial}.previous"
-    if os.path.isdir(output_dir):
-        os.replace(output_dir, previous)
-    os.replace(partial, output_dir)
-    shutil.rmtree(previous, ignore_errors=True)
 
 
 def _write_metadata(folder, translator, model, quantization):

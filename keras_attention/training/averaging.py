@@ -20,7 +20,7 @@ import zipfile
 import h5py
 import numpy as np
 
-from keras_attention.base.files import read_translator_config, replaced_atomically
+from keras_attention.base.files import folder_replaced_atomically, read_translator_config, replaced_atomically
 
 WEIGHTS_IN_KERAS_FILE = "model.weights.h5"
 
@@ -74,7 +74,8 @@ def average_translator(translator_dir, paths, output_dir, overwrite=False):
         translator_dir: str. A folder written by `Translator.save` (the model
             in `model.keras`, the vocabularies beside it).
         paths: list of str. Checkpoints of that model (`.weights.h5` or `.keras`).
-        output_dir: str. The new translator folder.
+        output_dir: str. The new translator folder, written whole or not at
+            all.
         overwrite: bool. Replace a translator already in `output_dir` (once
             the new one is complete). Defaults to False: an error.
 
@@ -83,8 +84,9 @@ def average_translator(translator_dir, paths, output_dir, overwrite=False):
 
     Raises:
         FileNotFoundError: `translator_dir` holds no translator.
-        ValueError: the checkpoints do not fit the translator's model (nothing
-            is written), or `output_dir` holds a translator and not `overwrite`.
+        ValueError: the checkpoints do not fit the translator's model, or
+            `output_dir` is a file, holds something other than a translator,
+            or holds one and not `overwrite` (nothing is written).
 
     Example:
 
@@ -95,16 +97,29 @@ def average_translator(translator_dir, paths, output_dir, overwrite=False):
     source = os.path.join(translator_dir, "model.keras")
     if not os.path.exists(source):
         raise FileNotFoundError(f"No translator model at {source!r}. Received: translator_dir={translator_dir!r}")
-    _check_new(os.path.join(output_dir, "model.keras"), overwrite)
+    _check_translator_output(output_dir, overwrite)
     # Before writing anything: checkpoints that do not fit the model leave `output_dir` as it was.
     members = _keras_members_with(source, average_weights(paths))
-    os.makedirs(output_dir, exist_ok=True)
-    for name in os.listdir(translator_dir):
-        if name != "model.keras" and os.path.isfile(os.path.join(translator_dir, name)):
-            with replaced_atomically(os.path.join(output_dir, name)) as partial:
-                shutil.copy(os.path.join(translator_dir, name), partial)
-    _write_keras_file(members, os.path.join(output_dir, "model.keras"))
+    with folder_replaced_atomically(output_dir) as staging:  # the whole translator, or nothing
+        for name in os.listdir(translator_dir):
+            if name != "model.keras" and os.path.isfile(os.path.join(translator_dir, name)):
+                shutil.copy(os.path.join(translator_dir, name), os.path.join(staging, name))
+        _write_keras_file(members, os.path.join(staging, "model.keras"))
     return output_dir
+
+
+def _check_translator_output(folder, overwrite):
+    """Refuse a file, a folder holding anything but a translator, and (without `overwrite`) a translator."""
+    if os.path.isfile(folder):
+        raise ValueError(f"{folder} is a file; give a folder for the averaged translator.")
+    if not os.path.isdir(folder) or not os.listdir(folder):
+        return
+    if not os.path.isfile(os.path.join(folder, "translator.json")):
+        raise ValueError(f"{folder} is not empty and holds no translator, which is all that overwrite (--overwrite) "
+                         "replaces; choose a new or empty folder.")
+    if not overwrite:
+        raise ValueError(f"{folder} already holds a translator; choose another folder or pass overwrite=True "
+                         "(--overwrite).")
 
 
 def _check_new(path, overwrite):

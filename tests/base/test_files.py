@@ -1,4 +1,4 @@
-"""Atomic writes: a writer that fails or is killed before the rename leaves the old file whole."""
+"""Atomic writes: a writer that fails or is killed before the rename leaves the old file or folder whole."""
 
 import os
 import signal
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from keras_attention.base.files import replaced_atomically, write_json
+from keras_attention.base.files import check_output_file, folder_replaced_atomically, replaced_atomically, write_json
 
 
 def test_a_failed_write_keeps_the_old_file_and_no_temporary_one(tmp_path):
@@ -37,6 +37,37 @@ def test_a_writer_killed_between_write_and_rename_leaves_the_old_file(tmp_path):
     done = subprocess.run([sys.executable, "-c", writer, str(path)], timeout=60)
     assert done.returncode == -signal.SIGKILL
     assert path.read_text() == '{"old": true}'
+
+
+def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path):
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "model.bin").write_bytes(b"old")
+    (export / "stale.txt").write_text("from the old export")
+    with pytest.raises(RuntimeError):
+        with folder_replaced_atomically(export) as staging:
+            assert os.path.dirname(staging) == str(tmp_path) and os.listdir(staging) == []
+            (tmp_path / os.path.basename(staging) / "model.bin").write_bytes(b"half")
+            raise RuntimeError("converter failed")
+    assert sorted(os.listdir(tmp_path)) == ["export"] and (export / "model.bin").read_bytes() == b"old"
+    with folder_replaced_atomically(str(export) + os.sep) as staging:
+        (tmp_path / os.path.basename(staging) / "model.bin").write_bytes(b"new")
+    assert os.listdir(tmp_path) == ["export"] and os.listdir(export) == ["model.bin"]
+    assert (export / "model.bin").read_bytes() == b"new"
+    with folder_replaced_atomically(tmp_path / "fresh") as staging:
+        (tmp_path / os.path.basename(staging) / "a").write_text("a")
+    assert (tmp_path / "fresh" / "a").read_text() == "a"
+
+
+def test_output_file_paths_that_cannot_be_written_are_named(tmp_path):
+    (tmp_path / "notes.txt").write_text("x")
+    check_output_file(str(tmp_path / "page.html"))
+    with pytest.raises(IsADirectoryError, match=f"Cannot write {tmp_path}: it is a folder"):
+        check_output_file(str(tmp_path))
+    with pytest.raises(NotADirectoryError, match="notes.txt is a file, not a folder"):
+        check_output_file(str(tmp_path / "notes.txt" / "page.html"))
+    with pytest.raises(FileNotFoundError, match="missing does not exist"):
+        check_output_file(str(tmp_path / "missing" / "page.html"))
 
 
 def test_run_paths_name_every_entry_of_a_run_folder():

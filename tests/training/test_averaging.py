@@ -147,7 +147,8 @@ def test_average_translator_needs_a_model_and_writes_nothing_without_one(tmp_pat
 
 
 def test_checkpoints_of_another_model_leave_the_output_as_it_was(tmp_path, capsys):
-    # Checkpoints of a model with a larger output vocabulary than the translator's: one line, nothing written.
+    # Checkpoints of a model with a smaller output vocabulary (31) than the translator's (45): one line, nothing
+    # written.
     paths = _save_three(tmp_path)
     other = _translator(tmp_path / "other", _model(4, target_vocabulary=45))
     out = _translator(tmp_path / "averaged", _model(5))  # a translator already there, kept
@@ -177,5 +178,11 @@ def test_an_existing_output_is_kept_unless_overwrite(tmp_path, capsys):
     _model(9).load_weights(str(out))
     assert [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []
     translator = _translator(tmp_path / "translator", _model(4))
-    with pytest.raises(ValueError, match="model.keras already exists"):
+    with pytest.raises(ValueError, match="translator already holds a translator"):
         averaging.average_translator(str(translator), paths, str(translator))
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="holds no translator"):
+        averaging.average_translator(str(translator), paths, str(notes), overwrite=True)
+    assert [p.name for p in notes.iterdir()] == ["todo.txt"]
