@@ -69,7 +69,8 @@ def load_splits(data_config, report=None):
 
     `report`, a `data.CorpusReport`, counts what the training split skips.
     Only the training split is cleaned; validation and test sets are read as
-    they are (but for empty lines, skipped).
+    they are, and an empty side or a line that is not UTF-8 in the user's
+    own validation or test files is a `data.CorpusError` (`_evaluation_split`).
     """
     train_options = _train_text_options(data_config, report)
     if data_config.dataset == "multi30k":
@@ -88,7 +89,7 @@ def load_splits(data_config, report=None):
                              "or --valid-files). Received: none of them")
         train_files = data_config.train_files
         splits = (data.load_parallel_files(*train_files, **train_options) if train_files else None,
-                  *(data.load_parallel_files(*paths) if paths else None
+                  *(_evaluation_split(data.load_parallel_files, *paths) if paths else None
                     for paths in (data_config.valid_files, data_config.test_files)))
         return splits, f"parallel files {named[0][0]} / {named[0][1]}"
     if data_config.dataset == "tsv":
@@ -97,7 +98,7 @@ def load_splits(data_config, report=None):
             raise ValueError("--dataset tsv needs --train-files FILE (to evaluate: --test-files or --valid-files "
                              "FILE). Received: none of them")
         splits = (data.load_tsv(data_config.train_files[0], **train_options) if data_config.train_files else None,
-                  *(data.load_tsv(paths[0]) if paths else None
+                  *(_evaluation_split(data.load_tsv, paths[0]) if paths else None
                     for paths in (data_config.valid_files, data_config.test_files)))
         return splits, f"TSV file {named[0][0]}"
     if data_config.dataset == "wmt14":
@@ -116,6 +117,22 @@ def load_splits(data_config, report=None):
                            for files in (corpus.text_split("valid"), corpus.text_split("test"))]
         return tuple(splits), f"prepared corpus {data_config.data_dir} ({corpus.num_pairs:,} pairs)"
     raise ValueError(f"`dataset` must be one of {DATASETS}. Received: dataset={data_config.dataset!r}")
+
+
+def _evaluation_split(load, *paths):
+    """A validation or test split of the user's files, read once now and kept in memory: an empty side or a
+    line that is not UTF-8 is a `data.CorpusError` naming the file and line, before any training or
+    translating (skipping the pair would change the scores in silence)."""
+    pairs = load(*paths, strict=True).cache()
+    try:
+        for _ in pairs:
+            pass
+    except tf.errors.InvalidArgumentError as error:
+        problem = data.corpus_error(error)
+        if problem is None:
+            raise
+        raise problem from None
+    return pairs
 
 
 def _file_flags(data_config):
