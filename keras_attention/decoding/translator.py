@@ -66,7 +66,9 @@ class Translator(tf.Module):
         model: a `Transformer` or `Seq2SeqRNN` (anything with the decoding
             interface `init_decoding_state` / `decode_step`).
         source_tokenizer: the `SubwordTokenizer` of the source the model was
-            trained with.
+            trained with; its size must equal the model's
+            `source_vocab_size` where the model has one (a `ValueError`
+            otherwise), as for the target.
         target_tokenizer: the `SubwordTokenizer` of the target.
         max_source_length: int. Longest source, markers included. Defaults to 128.
         max_target_length: int. Most output tokens. Defaults to 128.
@@ -103,6 +105,12 @@ class Translator(tf.Module):
         if not isinstance(jit_compile, bool):
             raise ValueError(f"`jit_compile` must be True or False. Received: jit_compile={jit_compile!r}")
         self.jit_compile = jit_compile
+        for side, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer)):
+            size = getattr(model, f"{side}_vocab_size", None)  # our models' embedding and output rows
+            if size is not None and size != tokenizer.vocab_size:
+                raise ValueError(f"The model's {side} vocabulary has {size} tokens but the {side} tokenizer's has "
+                                 f"{tokenizer.vocab_size}: they were not made together. Received: "
+                                 f"model.{side}_vocab_size={size}, {side}_tokenizer.vocab_size={tokenizer.vocab_size}")
         model_max = getattr(model, "max_length", None)
         if model_max is not None and max_target_length > model_max:
             raise ValueError(

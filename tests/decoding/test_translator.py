@@ -175,6 +175,14 @@ def test_a_damaged_translator_folder_is_named_in_one_line(tokenizers, tmp_path):
         (folder / "translator.json").write_text(json.dumps({**json.loads(config), key: value}))
         with pytest.raises(ValueError, match=r"translator.json: .*\(write it again with Translator.save"):
             Translator.load(str(folder))
+    # The vocabulary of another run: one token fewer than the model's embedding has rows.
+    source = json.loads(config)["source_tokenizer"]
+    (folder / "translator.json").write_text(json.dumps({**json.loads(config), "source_tokenizer": {
+        **source, "vocabulary": source["vocabulary"][:-1]}}))
+    rows = tokenizers[0].vocab_size
+    with pytest.raises(ValueError, match=f"translator.json: The model's source vocabulary has {rows} tokens but "
+                                         f"the source tokenizer's has {rows - 1}"):
+        Translator.load(str(folder))
     os.remove(folder / "model.keras")
     (folder / "translator.json").write_text(config)
     with pytest.raises(FileNotFoundError, match="model.keras: missing"):
@@ -186,6 +194,10 @@ def test_bad_arguments(tokenizers):
         _translator(tokenizers, max_target_length=64)  # the model's positions stop at 32
     with pytest.raises(ValueError, match="max_source_length=0"):
         _translator(tokenizers, max_source_length=0)
+    source, target = tokenizers
+    with pytest.raises(ValueError, match=f"model.target_vocab_size={target.vocab_size}, "
+                                         f"target_tokenizer.vocab_size={source.vocab_size}"):
+        Translator(_translator(tokenizers).model, source, source)  # the source tokenizer on the target side
     translator = _translator(tokenizers)
     size = translator.target_tokenizer.vocab_size
     with pytest.raises(ValueError, match=f"vocabulary's size, {size}. Received: beam_size={size + 1}"):
