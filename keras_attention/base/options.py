@@ -93,8 +93,11 @@ RANGES = {
     "max_train_examples": COUNT, "max_test_examples": COUNT, "max_examples": COUNT, "max_words": COUNT,
     "max_ratio": Range(float, 1), "shard_size": COUNT,
     # decoding
-    "beam_size": COUNT, "length_penalty": Range(float, 0), "temperature": POSITIVE, "top_k": COUNT,
+    # GNMT's length penalty ((5 + length) / 6) ** alpha stays finite in float32 for alpha up to 10.
+    "beam_size": COUNT, "length_penalty": Range(float, 0, 10), "temperature": POSITIVE, "top_k": COUNT,
     "top_p": Range(float, 0, 1, low_open=True),
+    # training and sampling: TensorFlow's random ops take an int32 seed
+    "seed": Range(int, 0, 2**31 - 1),
 }
 
 

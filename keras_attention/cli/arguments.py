@@ -67,7 +67,7 @@ def _add_corpus_flags(parser):
                        help="longest sentence in tokens")
     group.add_argument("--max-train-examples", type=checked("max_train_examples"), metavar="N",
                        help="use the first N training pairs only (default: all)")
-    group.add_argument("--seed", type=int, default=TRAIN.seed,
+    group.add_argument("--seed", type=checked("seed"), default=TRAIN.seed,
                        help="seed of the shuffles and of the generated dates (and, in train, of the initial "
                             "weights)")
 

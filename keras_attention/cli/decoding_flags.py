@@ -21,7 +21,7 @@ def add_decoding_options(group, names=tuple(FIELDS), defaults=DEFAULTS, methods=
         if name == "method":
             kind = dict(choices=methods)
         else:
-            kind = dict(type=int if name == "seed" else argument_type(name), metavar=name.split("_")[-1].upper())
+            kind = dict(type=argument_type(name), metavar=name.split("_")[-1].upper())
         # None when not given, so that a setting the method would ignore is refused (`options_from_args`).
         group.add_argument("--" + name.replace("_", "-"), dest=PREFIX + name, help=help, **kind)
 

@@ -1,7 +1,6 @@
 """`DecodingOptions`: how a translator decodes, each setting's default and check in one place."""
 
 import dataclasses
-import numbers
 
 from keras_attention.base.options import check_option
 from keras_attention.base.validation import check_choice
@@ -35,7 +34,7 @@ class DecodingOptions:
             `"beam"` (beam search) or `"sample"`. Defaults to `"greedy"`.
         beam_size: int >= 1. Hypotheses kept per sentence (beam).
             Defaults to 4.
-        length_penalty: float >= 0. GNMT's alpha (Wu et al., 2016): beam
+        length_penalty: float in [0, 10]. GNMT's alpha (Wu et al., 2016): beam
             scores are divided by `((5 + length) / 6) ** alpha`; larger
             values favour longer translations (beam). Defaults to 0.6.
         temperature: float > 0. Divides the logits before sampling: below 1
@@ -45,7 +44,7 @@ class DecodingOptions:
         top_p: float in (0, 1] or None. Sample from the smallest set of
             tokens whose probability reaches `p` (Holtzman et al., 2020)
             (sample). Defaults to None (all).
-        seed: int or None. The seed of the draws: the same seed, the same
+        seed: int in [0, 2**31 - 1] or None. The seed of the draws: the same seed, the same
             translations (sample). Defaults to None.
         max_length: int >= 1 or None. Most output tokens, at most the
             model's maximum. Defaults to None (the translator's
@@ -74,13 +73,9 @@ class DecodingOptions:
         for name in ("beam_size", "length_penalty", "temperature"):
             if getattr(self, name) is None:
                 raise ValueError(f"`{name}` must be set; leave it out for its default. Received: {name}=None")
-        for name in ("beam_size", "length_penalty", "temperature", "top_k", "top_p", "max_length"):
+        for name in ("beam_size", "length_penalty", "temperature", "top_k", "top_p", "max_length", "seed"):
             if getattr(self, name) is not None:  # stored back as a Python number
                 object.__setattr__(self, name, check_option(name, getattr(self, name)))
-        if self.seed is not None:
-            if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral):
-                raise ValueError(f"`seed` must be an integer or None. Received: seed={self.seed!r}")
-            object.__setattr__(self, "seed", int(self.seed))
         for name in ("length_penalty", "temperature", "top_p"):  # 1 and 1.0 make the same options
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, float(getattr(self, name)))

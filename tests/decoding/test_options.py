@@ -71,6 +71,9 @@ def test_the_scan_finds_a_default_written_again():
     (dict(top_p=0.0), "top_p=0.0"),
     (dict(top_p=1.5), "top_p=1.5"),
     (dict(seed="7"), "seed='7'"),
+    (dict(seed=2**31), "must be an integer in [0, 2147483647]. Received: seed=2147483648"),
+    (dict(seed=-1), "seed=-1"),
+    (dict(length_penalty=1e308), "must be a number in [0, 10]. Received: length_penalty=1e+308"),
     (dict(max_length=0), "max_length=0"),
     (dict(beam_size=None), "beam_size=None"),
 ])
