@@ -162,7 +162,8 @@ def compile_cost(length_buckets=None):
         for jit, cache_state, buckets in runs:
             output = os.path.join(folder, f"run{len(rows)}")
             command = [sys.executable, "-m", "keras_attention.cli", *COMPILE_COST_COMMAND, "--output", output]
-            command += flags[jit] + ["--xla-cache", os.path.join(folder, f"xla-cache-{jit}-{buckets}")]
+            command += flags[jit]
+            command += ["--xla-cache", os.path.join(folder, f"xla-cache-{jit}-{buckets}")] if jit != "off" else []
             command += ["--length-buckets", str(buckets)] if buckets else []
             env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
             started = time.perf_counter()

@@ -144,6 +144,7 @@ _LOADS_A_TRANSLATOR = ("translate", "explain", "evaluate", "export")
 
 def _run(args):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    _check_engine_flags(args)
     if _compiles_with_xla(args) and not args.no_xla_cache:
         use_xla_cache(args.xla_cache)  # before TensorFlow first compiles
     require_tensorflow("The command line")  # reads the backend without starting TensorFlow
@@ -152,6 +153,21 @@ def _run(args):
     verbs = {"train": _train, "prepare": _prepare, "demo": _demo, "average-checkpoints": _average,
              "export": _export, "explain": _explain, "evaluate": _evaluate, "translate": _translate}
     return verbs[args.command](args)
+
+
+def _check_engine_flags(args):
+    """Refuse a flag that the engine or compiler asked for would ignore without a word."""
+    if getattr(args, "compute_type", None) and args.engine == "keras":
+        raise ValueError("--compute-type sets CTranslate2's compute type: add --engine ctranslate2 (with a folder "
+                         "from export --format ctranslate2), or leave it out.")
+    if not hasattr(args, "no_xla_cache") or _compiles_with_xla(args):
+        return
+    given = [flag for flag, value in (("--xla-cache", args.xla_cache), ("--no-xla-cache", args.no_xla_cache))
+             if value]
+    if given:
+        fix = "leave out --no-jit" if args.command == "train" else "add --jit-compile"
+        raise ValueError(f"{given[0]} is about XLA's compiled programs, and this command does not compile "
+                         f"with XLA: {fix}, or leave {given[0]} out.")
 
 
 def _compiles_with_xla(args):
@@ -327,7 +343,7 @@ def _ctranslate2_translator(args):
         raise ValueError("--jit-compile compiles our decoder (--engine keras); CTranslate2 has its own kernels.")
     from keras_attention.serving.ctranslate2_translator import CTranslate2Translator
 
-    return CTranslate2Translator(args.translator, compute_type=args.compute_type)
+    return CTranslate2Translator(args.translator, compute_type=args.compute_type or "default")
 
 
 def _export_folder(args):

@@ -65,5 +65,6 @@ def add_translation_flags(parser):
                        help="keras engine: compile greedy and beam decoding with XLA (each new batch size and "
                             "length bucket compiles once; faster after that)")
     add_xla_cache_flags(group)
-    group.add_argument("--compute-type", default="default",
-                       help="ctranslate2 engine: CTranslate2's compute type (default, int8, float16, ...)")
+    group.add_argument("--compute-type",
+                       help="ctranslate2 engine: CTranslate2's compute type (default, int8, float16, ...; "
+                            "default: default)")

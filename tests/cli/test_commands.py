@@ -216,7 +216,7 @@ def test_results_report_the_start_up(demo_dir):
     assert shapes["validation"] >= 1
 
 
-def test_the_xla_cache_is_used_only_when_compiling_and_not_refused(tiny_run, tmp_path, monkeypatch):
+def test_the_xla_cache_is_used_only_when_compiling_and_refused_without_it(tiny_run, tmp_path, monkeypatch, capsys):
     # Which folder each command would keep its XLA programs in (the cache itself: tests/cli/test_quiet.py).
     from keras_attention.cli import commands
 
@@ -229,6 +229,15 @@ def test_the_xla_cache_is_used_only_when_compiling_and_not_refused(tiny_run, tmp
     assert main([*translate, "--jit-compile", "--no-xla-cache"]) == 0
     assert main(translate) == 0
     assert folders == [str(tmp_path / "xla"), None]
+    capsys.readouterr()
+    for flags in (["--xla-cache", str(tmp_path / "xla")], ["--no-xla-cache"]):
+        assert main([*translate, *flags]) == 2
+        assert f"{flags[0]} is about XLA's compiled programs" in capsys.readouterr().err
+    assert main(["train", "--no-jit", "--xla-cache", str(tmp_path / "xla"), "--output", str(tmp_path / "r")]) == 2
+    assert "leave out --no-jit" in capsys.readouterr().err and folders == [str(tmp_path / "xla"), None]
+    assert main([*translate, "--compute-type", "int8"]) == 2
+    assert "--compute-type sets CTranslate2's compute type: add --engine ctranslate2" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 def test_truncations_are_one_line_at_the_end_of_the_command(tiny_run, tmp_path, capsys):
