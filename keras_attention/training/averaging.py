@@ -189,8 +189,12 @@ def read_weights(path):
 
 
 def _read_weights(path):
-    values = {}
-    with h5py.File(io.BytesIO(_weights_bytes(path)), "r") as f:
+    values, data = {}, _weights_bytes(path)
+    try:
+        f = h5py.File(io.BytesIO(data), "r")
+    except OSError as error:  # h5py's message names no file
+        raise ValueError(f"{path}: not a Keras weights file (HDF5: {error}).") from None
+    with f:
         f.visititems(lambda name, obj: values.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
     return values
 
@@ -199,8 +203,11 @@ def _weights_bytes(path):
     if not os.path.exists(path):
         raise FileNotFoundError(f"No checkpoint at {path!r}")
     if path.endswith(".keras"):
-        with zipfile.ZipFile(path) as archive:
-            return archive.read(WEIGHTS_IN_KERAS_FILE)
+        try:
+            with zipfile.ZipFile(path) as archive:
+                return archive.read(WEIGHTS_IN_KERAS_FILE)
+        except (zipfile.BadZipFile, KeyError) as error:
+            raise ValueError(f"{path}: not a valid Keras archive ({error}).") from None
     with open(path, "rb") as f:
         return f.read()
 

@@ -125,6 +125,9 @@ class DataConfig:
             raise ValueError("--dataset tfds needs --tfds-name NAME (for example wmt14_translate/de-en). "
                              "Received: no --tfds-name")
         if self.data_dir is not None and self.dataset != "tfds" and not os.path.isdir(self.data_dir):  # TFDS makes it
+            if os.path.exists(self.data_dir):
+                raise NotADirectoryError(f"{self.data_dir}: a file, not a folder (data_dir, --data-dir): give the "
+                                         "folder that holds the corpus.")
             raise FileNotFoundError(f"{self.data_dir}: no such folder (data_dir, --data-dir).")
         for name in ("train_files", "valid_files", "test_files"):
             if getattr(self, name):
