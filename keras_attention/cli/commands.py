@@ -355,9 +355,8 @@ def _export_folder(args):
     return given[0]
 
 
-# The export flags that one format takes and the other does not.
 def _check_format_flags(args):
-    """Refuse a flag of the other format, which would otherwise be ignored without a word."""
+    """Refuse a flag of the other format (`format_flags`, from arguments.py), which would be ignored without a word."""
     other = "savedmodel" if args.format == "ctranslate2" else "ctranslate2"
     given = [flag for name, flag in args.format_flags[other].items() if getattr(args, name) not in (None, False)]
     if given:
