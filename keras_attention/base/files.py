@@ -9,6 +9,8 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
+import secrets
 import shutil
 
 
@@ -42,31 +44,62 @@ def folder_replaced_atomically(path):
     """Yield a new empty folder beside `path`; on success it takes the place of `path`.
 
     What `path` held is removed only once the new folder is in place; if the
-    block raises, the new folder goes and `path` is untouched. The caller
-    checks first that `path` may be replaced (it is removed whole).
+    block raises, the new folder goes and `path` is as it was (between the
+    two renames of the swap, for an instant, `path` does not exist). The
+    caller checks first that `path` may be replaced: it is removed whole. A
+    symbolic link is followed (the folder it points to is replaced), and
+    what killed writers left beside `path` is cleared first.
 
     Example:
 
     >>> with folder_replaced_atomically("exports/en-de") as staging:  # doctest: +SKIP
     ...     write_export(staging)
     """
-    path = os.path.normpath(os.fspath(path))
-    staging = f"{path}.partial-{os.getpid()}"
-    previous = f"{staging}.previous"
+    path = os.path.realpath(os.fspath(path))
+    parent, name = os.path.split(path)
+    if not name:
+        raise ValueError(f"Cannot replace {path}: it is the root folder.")
+    _clear_abandoned(parent, name)
+    stem = f"{path}.partial-{os.getpid()}-{secrets.token_hex(4)}"
+    staging, previous = stem, f"{stem}-previous"
     os.makedirs(staging)
     try:
         yield staging
         if os.path.isdir(path):
             os.replace(path, previous)
-        try:
-            os.replace(staging, path)
-        except BaseException:
-            if os.path.isdir(previous):
-                os.replace(previous, path)
-            raise
-        shutil.rmtree(previous, ignore_errors=True)
+        os.replace(staging, path)
+    except BaseException:
+        if os.path.isdir(previous) and not os.path.exists(path):
+            os.replace(previous, path)
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(previous, ignore_errors=True)
+
+
+def _clear_abandoned(parent, name):
+    """Clear what a writer killed inside `folder_replaced_atomically(parent/name)` left: its staging folder is
+    deleted, and the old folder, if it was killed between the two renames, is put back."""
+    pattern = re.compile(re.escape(name) + r"\.partial-(\d+)-[0-9a-f]{8}(-previous)?$")
+    for entry in sorted(os.listdir(parent)):
+        match = pattern.match(entry)
+        if not match or _alive(int(match.group(1))):
+            continue
+        if match.group(2) and not os.path.exists(os.path.join(parent, name)):
+            os.replace(os.path.join(parent, entry), os.path.join(parent, name))
+        else:
+            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+
+
+def _alive(pid):
+    """Whether a process `pid` runs on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def check_output_file(path):

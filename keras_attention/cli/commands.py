@@ -159,15 +159,20 @@ def _check_engine_flags(args):
     """Refuse a flag that the engine or compiler asked for would ignore without a word."""
     if getattr(args, "compute_type", None) and args.engine == "keras":
         raise ValueError("--compute-type sets CTranslate2's compute type: add --engine ctranslate2 (with a folder "
-                         "from export --format ctranslate2), or leave it out.")
+                         "from export --format ctranslate2), or leave it out. "
+                         f"Received: --compute-type {args.compute_type}")
     if not hasattr(args, "no_xla_cache") or _compiles_with_xla(args):
         return
     given = [flag for flag, value in (("--xla-cache", args.xla_cache), ("--no-xla-cache", args.no_xla_cache))
              if value]
-    if given:
-        fix = "leave out --no-jit" if args.command == "train" else "add --jit-compile"
-        raise ValueError(f"{given[0]} is about XLA's compiled programs, and this command does not compile "
-                         f"with XLA: {fix}, or leave {given[0]} out.")
+    if not given:
+        return
+    if getattr(args, "engine", "keras") == "ctranslate2":
+        raise ValueError(f"{given[0]} is about XLA's compiled programs, which --engine ctranslate2 does not use: "
+                         f"leave {given[0]} out.")
+    fix = "leave out --no-jit" if args.command == "train" else "add --jit-compile"
+    raise ValueError(f"{given[0]} is about XLA's compiled programs, and this command does not compile "
+                     f"with XLA: {fix}, or leave {given[0]} out.")
 
 
 def _compiles_with_xla(args):

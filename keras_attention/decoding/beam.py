@@ -88,7 +88,7 @@ def beam_search(
         end_id: int. The [END] token id (kept in the output).
         max_length: int. Most tokens a hypothesis may emit.
         beam_size: int >= 1. Hypotheses kept per row. Defaults to 4.
-        length_penalty: float >= 0. GNMT's alpha. Defaults to 0.6.
+        length_penalty: float in [0, 10]. GNMT's alpha. Defaults to 0.6.
         return_attention: bool. Also return each hypothesis' attention rows,
             reordered along with it. Defaults to False.
         complete_beam: bool. Decode until all `beam_size` hypotheses have

@@ -44,8 +44,8 @@ class DecodingOptions:
         top_p: float in (0, 1] or None. Sample from the smallest set of
             tokens whose probability reaches `p` (Holtzman et al., 2020)
             (sample). Defaults to None (all).
-        seed: int in [0, 2**31 - 1] or None. The seed of the draws: the same seed, the same
-            translations (sample). Defaults to None.
+        seed: int in [0, 2**31 - 1] or None. The seed of the draws: the
+            same seed, the same translations (sample). Defaults to None.
         max_length: int >= 1 or None. Most output tokens, at most the
             model's maximum. Defaults to None (the translator's
             `max_target_length`).

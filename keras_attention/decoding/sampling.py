@@ -62,7 +62,7 @@ def sample(
             distribution. Defaults to 1.
         top_k: int >= 1 or None. Keep only the k most likely tokens.
         top_p: float in (0, 1] or None. Keep only the nucleus.
-        seed: int or None. None draws a fresh seed at every call.
+        seed: int in [0, 2**31 - 1] or None. None draws a fresh seed at every call.
         return_attention: bool. Defaults to False.
 
     Returns:

@@ -97,7 +97,7 @@ def average_translator(translator_dir, paths, output_dir, overwrite=False):
     source = os.path.join(translator_dir, "model.keras")
     if not os.path.exists(source):
         raise FileNotFoundError(f"No translator model at {source!r}. Received: translator_dir={translator_dir!r}")
-    _check_translator_output(output_dir, overwrite)
+    _check_translator_output(output_dir, overwrite, translator_dir)
     # Before writing anything: checkpoints that do not fit the model leave `output_dir` as it was.
     members = _keras_members_with(source, average_weights(paths))
     with folder_replaced_atomically(output_dir) as staging:  # the whole translator, or nothing
@@ -108,15 +108,18 @@ def average_translator(translator_dir, paths, output_dir, overwrite=False):
     return output_dir
 
 
-def _check_translator_output(folder, overwrite):
-    """Refuse a file, a folder holding anything but a translator, and (without `overwrite`) a translator."""
+def _check_translator_output(folder, overwrite, translator_dir):
+    """Refuse a file, a folder holding anything but a translator's files, and (without `overwrite`) a translator."""
     if os.path.isfile(folder):
         raise ValueError(f"{folder} is a file; give a folder for the averaged translator.")
     if not os.path.isdir(folder) or not os.listdir(folder):
         return
-    if not os.path.isfile(os.path.join(folder, "translator.json")):
-        raise ValueError(f"{folder} is not empty and holds no translator, which is all that overwrite (--overwrite) "
-                         "replaces; choose a new or empty folder.")
+    ours = {"translator.json", "model.keras", *os.listdir(translator_dir)}  # what this command writes there
+    others = sorted(set(os.listdir(folder)) - ours)
+    if others or not os.path.isfile(os.path.join(folder, "translator.json")):
+        found = f" ({', '.join(others[:3])}{', ...' if len(others) > 3 else ''})" if others else ""
+        raise ValueError(f"{folder} holds files that are not a translator's{found}, and overwrite (--overwrite) "
+                         "replaces a translator only; choose a new or empty folder.")
     if not overwrite:
         raise ValueError(f"{folder} already holds a translator; choose another folder or pass overwrite=True "
                          "(--overwrite).")

@@ -59,6 +59,46 @@ def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path):
     assert (tmp_path / "fresh" / "a").read_text() == "a"
 
 
+def test_a_swap_that_fails_half_way_puts_the_old_folder_back(tmp_path, monkeypatch):
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "model.bin").write_bytes(b"old")
+    real_replace, calls = os.replace, []
+
+    def second_rename_fails(source, destination):
+        calls.append(destination)
+        if len(calls) == 2:  # the new folder onto `path`, after the old one was moved aside
+            raise OSError("disk gone")
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", second_rename_fails)
+    with pytest.raises(OSError, match="disk gone"):
+        with folder_replaced_atomically(export) as staging:
+            (tmp_path / os.path.basename(staging) / "model.bin").write_bytes(b"new")
+    assert sorted(os.listdir(tmp_path)) == ["export"] and (export / "model.bin").read_bytes() == b"old"
+
+
+def test_a_link_is_followed_and_a_killed_writers_leftovers_are_cleared(tmp_path):
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    (tmp_path / "link").symlink_to(target)
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(child.stdout)  # a process that has ended
+    (tmp_path / f"target.partial-{dead}-0123abcd").mkdir()  # killed while writing
+    with folder_replaced_atomically(tmp_path / "link") as staging:
+        (tmp_path / os.path.basename(staging) / "new.txt").write_text("new")
+    assert sorted(os.listdir(tmp_path)) == ["link", "target"] and os.listdir(target) == ["new.txt"]
+    # Killed between the two renames: the old folder is aside and `target` is missing; it is put back.
+    os.replace(target, tmp_path / f"target.partial-{dead}-4567cdef-previous")
+    (tmp_path / f"target.partial-{dead}-4567cdef").mkdir()
+    with pytest.raises(RuntimeError):
+        with folder_replaced_atomically(target):
+            assert os.listdir(target) == ["new.txt"]
+            raise RuntimeError("stop")
+    assert sorted(os.listdir(tmp_path)) == ["link", "target"] and os.listdir(target) == ["new.txt"]
+
+
 def test_output_file_paths_that_cannot_be_written_are_named(tmp_path):
     (tmp_path / "notes.txt").write_text("x")
     check_output_file(str(tmp_path / "page.html"))

@@ -136,3 +136,14 @@ def test_every_option_says_what_it_does_and_its_default():
     assert missing == []
     translate = " ".join(_commands()["translate"].format_help().split())
     assert "--beam-size SIZE beam: hypotheses kept per sentence (default: 4)" in translate
+
+
+def test_each_export_flag_of_one_format_is_known_as_such():
+    # Read from the flags' help notes: a reworded help must not drop a flag from the check of the other format.
+    tables = parse_command_line(["export", "run", "-o", "out"]).format_flags
+    assert tables == {
+        "savedmodel": {"decoding_method": "--method", "decoding_beam_size": "--beam-size",
+                       "decoding_length_penalty": "--length-penalty", "decoding_max_length": "--max-length",
+                       "jit_compile": "--jit-compile", "version": "--version"},
+        "ctranslate2": {"quantization": "--quantization", "overwrite": "--overwrite"},
+    }

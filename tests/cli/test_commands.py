@@ -236,7 +236,10 @@ def test_the_xla_cache_is_used_only_when_compiling_and_refused_without_it(tiny_r
     assert main(["train", "--no-jit", "--xla-cache", str(tmp_path / "xla"), "--output", str(tmp_path / "r")]) == 2
     assert "leave out --no-jit" in capsys.readouterr().err and folders == [str(tmp_path / "xla"), None]
     assert main([*translate, "--compute-type", "int8"]) == 2
-    assert "--compute-type sets CTranslate2's compute type: add --engine ctranslate2" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--compute-type sets CTranslate2's compute type: add --engine ctranslate2" in err and "int8" in err
+    assert main([*translate, "--engine", "ctranslate2", "--xla-cache", str(tmp_path / "xla")]) == 2
+    assert "which --engine ctranslate2 does not use: leave --xla-cache out" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
 
 

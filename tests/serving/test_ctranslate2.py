@@ -214,6 +214,8 @@ def test_command_line_export_and_translate(trained, tmp_path, capsys):
     sentences = ["3 March 1999", "Tuesday, July 4, 2023"]
     assert main(["translate", out, *sentences, "--engine", "ctranslate2"]) == 0
     assert capsys.readouterr().out.splitlines() == translator(sentences)
+    assert main(["translate", out, *sentences, "--engine", "ctranslate2", "--compute-type", "float32"]) == 0
+    assert capsys.readouterr().out.splitlines() == translator(sentences)
     for engine in ("keras", "ctranslate2"):
         folder = out if engine == "ctranslate2" else str(root / "translator")
         assert main(["evaluate", folder, "--dataset", "dates", "--max-examples", "30", "--engine", engine]) == 0

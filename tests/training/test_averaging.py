@@ -183,6 +183,31 @@ def test_an_existing_output_is_kept_unless_overwrite(tmp_path, capsys):
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "todo.txt").write_text("keep me")
-    with pytest.raises(ValueError, match="holds no translator"):
+    with pytest.raises(ValueError, match=r"notes holds files that are not a translator's \(todo.txt\)"):
         averaging.average_translator(str(translator), paths, str(notes), overwrite=True)
     assert [p.name for p in notes.iterdir()] == ["todo.txt"]
+    averaged = averaging.average_translator(str(translator), paths, str(tmp_path / "averaged"))
+    (tmp_path / "averaged" / "todo.txt").write_text("keep me")  # beside a translator: not ours to delete
+    with pytest.raises(ValueError, match=r"averaged holds files that are not a translator's \(todo.txt\)"):
+        averaging.average_translator(str(translator), paths, averaged, overwrite=True)
+    assert sorted(p.name for p in (tmp_path / "averaged").iterdir()) == ["model.keras", "todo.txt", "translator.json"]
+
+
+def test_a_translator_that_fails_half_way_leaves_the_old_one_whole(tmp_path, monkeypatch):
+    paths = _save_three(tmp_path)
+    translator = _translator(tmp_path / "translator", _model(4))
+    out = _translator(tmp_path / "averaged", _model(5))  # replaced with overwrite, once the new one is complete
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def disk_full(members, path):
+        open(path, "wb").write(b"half a model")
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(averaging, "_write_keras_file", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        averaging.average_translator(str(translator), paths, str(out), overwrite=True)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["averaged", "translator"]
+    monkeypatch.undo()
+    averaging.average_translator(str(translator), paths, str(out), overwrite=True)
+    assert (out / "model.keras").read_bytes() != before["model.keras"]
