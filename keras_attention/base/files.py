@@ -174,6 +174,12 @@ def read_translator_config(directory):
     folder before it starts TensorFlow; `Translator.load` calls it too.
     """
     config_path = os.path.join(directory, "translator.json")
+    if os.path.isfile(directory):
+        raise NotADirectoryError(f"{directory} is a file: give the translator's folder "
+                                 f"({os.path.dirname(directory) or '.'} if this is its translator.json).")
+    if os.path.isfile(os.path.join(directory, "model.bin")) and not os.path.exists(config_path):
+        raise FileNotFoundError(f"{directory} holds a CTranslate2 model (model.bin), not a Keras translator: "
+                                "add --engine ctranslate2 (in Python, serving.CTranslate2Translator).")
     if not os.path.exists(config_path):
         raise FileNotFoundError(
             f"No translator in {directory!r}: {config_path!r} is missing "

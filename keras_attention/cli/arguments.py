@@ -203,9 +203,33 @@ def parse_command_line(argv):
     words = argv[at + 1:]
     if any(not action.option_strings for action in command._actions):  # a command with positional arguments
         words = _files_last(words)
-    args = command.parse_intermixed_args(words)
+    args = _parse_noting_given(command, words)
     args.command = argv[at]
     args.verbose = "--verbose" in argv[:at] or getattr(args, "verbose", False)
+    return args
+
+
+class _Unset:
+    """What a flag holds until the command line sets it (argparse fills in a default only where there is none)."""
+
+
+def _parse_noting_given(command, words):
+    """`command`'s arguments from `words`, with `given`: the names of the flags the words set (a flag left
+    at its default and one given its default value differ: a contradiction names only what was given)."""
+    unset = _Unset()
+    names = [action.dest for action in command._actions if action.dest != argparse.SUPPRESS]
+    args = command.parse_intermixed_args(words, namespace=argparse.Namespace(**dict.fromkeys(names, unset)))
+    args.given = frozenset(name for name in names if getattr(args, name) is not unset)
+    for action in command._actions:
+        if getattr(args, action.dest, None) is not unset:
+            continue
+        default = action.default
+        if default == argparse.SUPPRESS:  # argparse sets no attribute for these (--help, --verbose)
+            delattr(args, action.dest)
+            continue
+        if isinstance(default, str) and action.type is not None:  # as argparse converts a default string
+            default = action.type(default)
+        setattr(args, action.dest, default)
     return args
 
 

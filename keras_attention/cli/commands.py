@@ -266,8 +266,10 @@ def _translate(args):
         if path:
             check_output_file(path)  # before any work
     options = options_from_args(args)
-    if args.html and options.method == "sample":
-        raise ValueError("--html shows greedy or beam decoding. Received: --method sample")
+    for flag in ("html", "plot_attention"):
+        if getattr(args, flag) and options.method == "sample":
+            raise ValueError(f"--{flag.replace('_', '-')} shows the attention of greedy or beam decoding. "
+                             "Received: --method sample")
     translator = _load_translator(args)
     sentences = _sentences(args)
     result = translator.translate(sentences, options, return_attention=bool(args.plot_attention))

@@ -5,7 +5,25 @@ from keras_attention.cli.arguments import TRANSFORMER_SIZE_FLAGS
 from keras_attention.training.config import DataConfig, TrainConfig
 
 
+# What `prepare` fixed in a prepared corpus, which `train --data-dir PREPARED` reads and cannot change.
+PREPARED_FLAGS = {"source": "--source", "target": "--target", "vocab_size": "--vocab-size",
+                  "lower_case": "--lower-case", "joint_vocabulary": "--joint-vocabulary",
+                  "vocab_sample": "--vocab-sample", "max_length": "--max-length",
+                  "max_train_examples": "--max-train-examples", "strict_data": "--strict-data",
+                  "no_clean": "--no-clean", "max_words": "--max-words", "max_ratio": "--max-ratio"}
+
+
 def config_from_args(args):
+    """The `TrainConfig` of `train`'s flags; flags that contradict each other or the corpus are refused."""
+    given = getattr(args, "given", frozenset())
+    if args.batch_tokens and "batch_size" in given:
+        raise ValueError("--batch-size and --batch-tokens both set the batch: give one. "
+                         f"Received: --batch-size {args.batch_size} --batch-tokens {args.batch_tokens}")
+    if dataset_name(args) == "prepared":
+        fixed = [flag for name, flag in PREPARED_FLAGS.items() if name in given]
+        if fixed:
+            raise ValueError(f"{', '.join(fixed)}: fixed by the prepared corpus in {args.data_dir} when it was "
+                             "prepared; leave them out, or prepare the corpus again with them.")
     return TrainConfig.from_flat(
         model=args.model, preset=args.preset, **_reading_fields(args),
         epochs=args.epochs, time_limit_minutes=args.time_limit_minutes,

@@ -390,7 +390,15 @@ class TrainConfig:
 
 def check_file_flags(config):
     """Raise unless each of `--train-files`, `--valid-files` and `--test-files` given with `--dataset files`
-    names two paths (or patterns): the source's and the target's."""
+    names two paths (or patterns): the source's and the target's; or if they, or `--tfds-name`, are given
+    with a data set that does not read them."""
+    named = [name for name in ("train_files", "valid_files", "test_files") if getattr(config, name)]
+    if named and config.dataset not in ("files", "tsv"):
+        flags = ", ".join("--" + name.replace("_", "-") for name in named)
+        raise ValueError(f"{flags}: your own files are read with --dataset files (or tsv): add it. The data set "
+                         f"now is {config.dataset}, which reads its own files.")
+    if config.tfds_name and config.dataset != "tfds":
+        raise ValueError(f"--tfds-name is read with --dataset tfds: add it. The data set now is {config.dataset}.")
     if config.dataset != "files":
         return
     for name in ("train_files", "valid_files", "test_files"):

@@ -89,7 +89,7 @@ def test_explain_and_translate_html_write_the_explorer_page(demo_dir, tmp_path, 
     assert main(["translate", str(demo_dir / "translator"), "3 March 1999", "--method", "sample",
                  "--html", str(tmp_path / "s.html")]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and "--html shows greedy or beam decoding. Received: --method sample" in err
+    assert out == "" and "--html shows the attention of greedy or beam decoding. Received: --method sample" in err
     assert not (tmp_path / "s.html").exists()
 
 

@@ -30,6 +30,11 @@ def test_prepare_then_train_on_the_shards(corpus, tmp_path, capsys):
     assert len(manifest["shards"]) == 3 and manifest["counts"]["read"] == 1200
     assert main(["prepare", *files, "--output", str(prepared)]) == 2  # never replaced silently
     assert "already holds a prepared corpus" in capsys.readouterr().err
+    # What prepare fixed cannot be changed when training on it.
+    assert main(["train", "--data-dir", str(prepared), "--vocab-size", "300", "--source", "fr",
+                 "--output", str(tmp_path / "refused")]) == 2
+    assert "--source, --vocab-size: fixed by the prepared corpus in" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
     run = tmp_path / "run"
     assert main(["train", "--data-dir", str(prepared), "--preset", "tiny", "--epochs", "1",
                  "--batch-size", "32", "--no-jit", "--bleu-sample", "0", "--output", str(run)]) == 0

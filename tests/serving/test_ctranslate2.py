@@ -216,6 +216,9 @@ def test_command_line_export_and_translate(trained, tmp_path, capsys):
     assert capsys.readouterr().out.splitlines() == translator(sentences)
     assert main(["translate", out, *sentences, "--engine", "ctranslate2", "--compute-type", "float32"]) == 0
     assert capsys.readouterr().out.splitlines() == translator(sentences)
+    assert main(["translate", out, *sentences]) == 2  # our engine, the default, on CTranslate2's folder
+    assert "holds a CTranslate2 model (model.bin), not a Keras translator: add --engine ctranslate2" in (
+        capsys.readouterr().err)
     for engine in ("keras", "ctranslate2"):
         folder = out if engine == "ctranslate2" else str(root / "translator")
         assert main(["evaluate", folder, "--dataset", "dates", "--max-examples", "30", "--engine", engine]) == 0
