@@ -96,6 +96,8 @@ RANGES = {
     # GNMT's length penalty ((5 + length) / 6) ** alpha stays finite in float32 for alpha up to 10.
     "beam_size": COUNT, "length_penalty": Range(float, 0, 10), "temperature": POSITIVE, "top_k": COUNT,
     "top_p": Range(float, 0, 1, low_open=True),
+    # export: a SavedModel's version folder
+    "version": COUNT,
     # training and sampling: TensorFlow's random ops take an int32 seed
     "seed": Range(int, 0, 2**31 - 1),
 }

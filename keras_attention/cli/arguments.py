@@ -340,7 +340,7 @@ def _add_translate_command(commands):
                          "keras-attention translate runs/en-de/translator < sentences.txt"))
     _add_translator_and_sentences(translate)
     add_translation_flags(translate)
-    translate.add_argument("--plot-attention", metavar="FILE.png", help="save the first sentence's attention map")
+    translate.add_argument("--plot-attention", metavar="FILE.png", help="save the attention map of the first sentence that is not empty")
     translate.add_argument("--html", metavar="FILE.html",
                            help="also write the attention explorer page of the sentences (greedy or beam)")
 
@@ -405,7 +405,7 @@ def _add_export_command(commands):
     export.add_argument("--jit-compile", action="store_true",
                         help=f"{ONLY_FOR['savedmodel']}decode with XLA (TF Serving on a CPU then needs "
                              "--xla_cpu_compilation_enabled=true)")
-    export.add_argument("--version", type=int,
+    export.add_argument("--version", type=checked("version"),
                         help=f"{ONLY_FOR['savedmodel']}version folder (default: the next free number, 1 at first)")
     export.add_argument("--quantization", choices=QUANTIZATIONS,
                         help=f"{ONLY_FOR['ctranslate2']}weight type (default: float32)")

@@ -275,12 +275,15 @@ def _translate(args):
     result = translator.translate(sentences, options, return_attention=bool(args.plot_attention))
     for text in result.texts:
         print(text)
-    if args.plot_attention and result.texts:
+    first = next((i for i, sentence in enumerate(sentences) if sentence.strip()), None)  # an empty one has no map
+    if args.plot_attention and first is None:
+        print("warning: every sentence is empty, so there is no attention map to plot", file=sys.stderr)
+    elif args.plot_attention:
         if result.attention is None:
             raise ValueError("This model has no attention to plot (a fixed-vector RNN).")
         from keras_attention.explain.plotting import plot_attention
 
-        plot_attention(result.attention[0], result.source_tokens[0], result.target_tokens[0],
+        plot_attention(result.attention[first], result.source_tokens[first], result.target_tokens[first],
                        path=args.plot_attention)
         # Matplotlib adds ".png" to a name without a suffix.
         written = args.plot_attention if os.path.splitext(args.plot_attention)[1] else f"{args.plot_attention}.png"

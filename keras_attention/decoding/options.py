@@ -110,7 +110,7 @@ def with_max_length(options, default, model_max):
     if options.max_length is None:
         return options.replace(max_length=default)
     if model_max is not None and options.max_length > model_max:
-        raise ValueError(f"`max_length` exceeds the model's maximum length {model_max}. "
+        raise ValueError(f"`max_length` (--max-length) exceeds the model's maximum length {model_max}. "
                          f"Received: max_length={options.max_length}")
     return options
 

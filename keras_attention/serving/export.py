@@ -143,7 +143,7 @@ def _version(path, version):
     if os.path.exists(os.path.join(path, str(version))):
         raise ValueError(
             f"{os.path.join(path, str(version))!r} already exists: TF Serving versions are "
-            f"immutable, export to a new version (or version=None for the next one). "
+            f"immutable, export to a new version (or version=None, without --version, for the next one). "
             f"Received: version={version}"
         )
     return version

@@ -59,6 +59,13 @@ def test_translate_arguments_and_attention_plot(demo_dir, tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2
     assert plot.stat().st_size > 1000
+    # The map is the first sentence's that is not empty (an empty one has none); with none, a warning.
+    after_blank = tmp_path / "after_blank.png"
+    assert main(["translate", str(demo_dir / "translator"), " ", "3 March 1999", "--plot-attention",
+                 str(after_blank)]) == 0
+    assert after_blank.read_bytes() == plot.read_bytes()
+    assert main(["translate", str(demo_dir / "translator"), " ", "--plot-attention", str(tmp_path / "no.png")]) == 0
+    assert "no attention map to plot" in capsys.readouterr().err and not (tmp_path / "no.png").exists()
     for method in ("greedy", "beam"):  # XLA-compiled decoding prints the same translations
         main(["translate", str(demo_dir / "translator"), "3 March 1999", "4.7.2023", "--method", method])
         plain = capsys.readouterr().out
