@@ -340,7 +340,8 @@ def _add_translate_command(commands):
                          "keras-attention translate runs/en-de/translator < sentences.txt"))
     _add_translator_and_sentences(translate)
     add_translation_flags(translate)
-    translate.add_argument("--plot-attention", metavar="FILE.png", help="save the attention map of the first sentence that is not empty")
+    translate.add_argument("--plot-attention", metavar="FILE.png",
+                           help="save the attention map of the first sentence that is not empty")
     translate.add_argument("--html", metavar="FILE.html",
                            help="also write the attention explorer page of the sentences (greedy or beam)")
 
