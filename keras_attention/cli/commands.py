@@ -233,7 +233,7 @@ def _evaluate(args):
     if not keras_engine:
         _check_test_data(args, translator.metadata)
     args.source, args.target = _languages(args, translator)
-    splits, description = load_splits(data_config(args))
+    splits, description = load_splits(data_config(args), needed=(args.split,))
     pairs = dict(zip(("train", "valid", "test"), splits))[args.split]
     if pairs is None:
         raise ValueError(f"No {args.split} split for this data set. Received: --split {args.split}")

@@ -176,6 +176,9 @@ def _local_folders(data_dir):
         data_dir = os.fspath(data_dir)
         return [data_dir, os.path.join(data_dir, "multi30k")]
     if os.environ.get(DATA_ENV_VAR):
+        if not os.path.isdir(os.environ[DATA_ENV_VAR]):  # a typo is named, not answered with a download
+            raise FileNotFoundError(f"${DATA_ENV_VAR} is {os.environ[DATA_ENV_VAR]}, which is not a folder: set it "
+                                    "to the folder holding multi30k/, or unset it to download Multi30k.")
         return [os.path.join(os.environ[DATA_ENV_VAR], "multi30k")]
     return []
 

@@ -64,10 +64,11 @@ def length_buckets(optimization, pairs):
     return max(1, min(MAX_BUCKETS, pairs * optimization.epochs // PAIRS_PER_BUCKET))
 
 
-def load_splits(data_config, report=None):
+def load_splits(data_config, report=None, needed=("train", "valid", "test")):
     """(train, valid, test) datasets of string pairs, and a sentence saying what they are.
 
     `report`, a `data.CorpusReport`, counts what the training split skips.
+    Multi30k's splits not `needed` are None (their files need not exist).
     Only the training split is cleaned; validation and test sets are read as
     they are, and an empty side or a line that is not UTF-8 in the user's
     own validation or test files is a `data.CorpusError` (`_evaluation_split`).
@@ -76,7 +77,9 @@ def load_splits(data_config, report=None):
     if data_config.dataset == "multi30k":
         load = lambda split, **kw: data.load_multi30k(  # noqa: E731
             data_config.source, data_config.target, split, data_config.data_dir, **kw)
-        splits = load("train", report=report), load("val"), load("test_2016_flickr")
+        splits = (load("train", report=report) if "train" in needed else None,
+                  load("val") if "valid" in needed else None,
+                  load("test_2016_flickr") if "test" in needed else None)
         return splits, f"Multi30k {data_config.source}->{data_config.target}"
     if data_config.dataset == "dates":
         sizes = {"train": data_config.max_train_examples or 20000, "val": 1000, "test": 1000}

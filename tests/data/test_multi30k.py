@@ -4,6 +4,7 @@ import hashlib
 import http.server
 import inspect
 import os
+import re
 import shutil
 import threading
 import warnings
@@ -102,6 +103,10 @@ def test_lookup_order_data_dir_alone_else_env_then_cache(multi30k_dir, tmp_path,
     with pytest.raises(FileNotFoundError, match=r"elsewhere: holds no Multi30k val\.en\.gz"):
         load_multi30k("en", "de", "val", base_url=unreachable, data_dir=tmp_path / "elsewhere")
     assert first() == "from env"
+    # The variable naming no folder (a typo) is named, not answered with a download.
+    monkeypatch.setenv(DATA_ENV_VAR, str(tmp_path / "typo"))
+    with pytest.raises(FileNotFoundError, match=re.escape(f"${DATA_ENV_VAR} is {tmp_path / 'typo'}, which is not a")):
+        load_multi30k("en", "de", "val", base_url=unreachable)
     # No data_dir, nothing in the env folder: the Keras cache, checked by sha256.
     monkeypatch.delenv(DATA_ENV_VAR)
     cache = tmp_path / "keras_home"

@@ -99,3 +99,18 @@ def test_xla_batches_take_one_shape_a_bucket(epochs, buckets):
 def test_without_xla_batches_are_padded_to_their_longest_pair():
     shapes, _ = _train_shapes(epochs=1, jit_compile=False)
     assert len(shapes) > MAX_BUCKETS  # bucketed by length, each batch as long as its longest pair
+
+
+def test_only_the_multi30k_splits_needed_are_read(multi30k_dir, tmp_path):
+    # evaluate --split test reads a folder that holds only the test files (before, the missing train file was named).
+    import shutil
+
+    from keras_attention.training.config import DataConfig
+
+    for name in ("test_2016_flickr.en.gz", "test_2016_flickr.de.gz"):
+        shutil.copy(f"{multi30k_dir}/{name}", tmp_path / name)
+    config = DataConfig(dataset="multi30k", data_dir=str(tmp_path))
+    (train, valid, test), _ = corpus.load_splits(config, needed=("test",))
+    assert train is None and valid is None and test.cardinality() == 1000
+    with pytest.raises(FileNotFoundError, match="holds no Multi30k train.en.gz"):
+        corpus.load_splits(config)
