@@ -215,7 +215,8 @@ class _Unset:
 
 def _parse_noting_given(command, words):
     """`command`'s arguments from `words`, with `given`: the names of the flags the words set (a flag left
-    at its default and one given its default value differ: a contradiction names only what was given)."""
+    at its default and one given its default value differ: a contradiction names only what was given).
+    Actions that read the value before them (append, count) would see the marker: none is used."""
     unset = _Unset()
     names = [action.dest for action in command._actions if action.dest != argparse.SUPPRESS]
     args = command.parse_intermixed_args(words, namespace=argparse.Namespace(**dict.fromkeys(names, unset)))
