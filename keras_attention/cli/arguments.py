@@ -1,6 +1,7 @@
 """The `keras-attention` command line: its commands and flags (`configs` turns them into a `TrainConfig`)."""
 
 import argparse
+import difflib
 import types
 
 from keras_attention import DATA_ENV_VAR, __version__
@@ -152,7 +153,18 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {message}{self._suggestion(message)} (see {self.prog} --help)\n")
+
+    def _suggestion(self, message):
+        """"; did you mean --beam-size?" for an unknown flag close to one of this command's, else ""."""
+        if not message.startswith("unrecognized arguments: "):
+            return ""
+        flags = [option for action in self._actions for option in action.option_strings if option.startswith("--")]
+        for word in message[len("unrecognized arguments: "):].split():
+            close = difflib.get_close_matches(word.split("=")[0], flags, n=1, cutoff=0.75)
+            if word.startswith("--") and close:
+                return f"; did you mean {close[0]}?"
+        return ""
 
 
 def build_parser():

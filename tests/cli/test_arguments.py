@@ -64,8 +64,8 @@ def test_a_usage_error_names_the_commands_own_help(capsys):
         parse_command_line(["translate", "runs/x", "--beam-sise", "8"])
     assert stopped.value.code == 2
     err = capsys.readouterr().err
-    assert err == ("keras-attention translate: error: unrecognized arguments: --beam-sise 8 "
-                   "(see keras-attention translate --help)\n")
+    assert err == ("keras-attention translate: error: unrecognized arguments: --beam-sise 8; did you mean "
+                   "--beam-size? (see keras-attention translate --help)\n")
 
 
 def test_without_a_command_the_program_answers(capsys):
@@ -147,3 +147,14 @@ def test_each_export_flag_of_one_format_is_known_as_such():
                        "jit_compile": "--jit-compile", "version": "--version"},
         "ctranslate2": {"quantization": "--quantization", "overwrite": "--overwrite"},
     }
+
+
+@pytest.mark.parametrize("typo, suggestion", [("--bem-size", "--beam-size"), ("--lenght-penalty", "--length-penalty"),
+                                              ("--xyz", None)])
+def test_a_misspelt_flag_gets_the_closest_one(typo, suggestion, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        parse_command_line(["translate", "runs/x", "hi", typo, "4"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"unrecognized arguments: {typo} 4" in err
+    assert (f"; did you mean {suggestion}?" in err) if suggestion else "did you mean" not in err
