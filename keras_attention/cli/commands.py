@@ -338,9 +338,10 @@ def _prepare(args):
 
     manifest = prepare(config, args.output, shard_size=args.shard_size, overwrite=args.overwrite)
     counts = manifest["counts"]
+    skipped = ", ".join(f"{k} {v:,}" for k, v in counts.items() if k not in ("lines", "read", "kept") and v)
+    read = f"read {counts['read']:,}, " if counts.get("read") else ""  # a generated corpus (dates) has no count
     print(f"prepared: {args.output}: {manifest['pairs']:,} pairs in {len(manifest['shards'])} shards "
-          f"({manifest['seconds']:.0f} s); read {counts.get('read', 0):,}, skipped "
-          + ", ".join(f"{k} {v:,}" for k, v in counts.items() if k not in ("lines", "read", "kept")))
+          f"({manifest['seconds']:.0f} s); {read}skipped {skipped or 'none'}")
     print(f"train with: keras-attention train --data-dir {args.output} --output RUN_DIR")
     return 0
 

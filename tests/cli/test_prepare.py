@@ -1,6 +1,7 @@
 """`keras-attention prepare` then `train --data-dir PREPARED`; data errors as one line, no traceback."""
 
 import json
+import re
 
 import pytest
 
@@ -28,6 +29,8 @@ def test_prepare_then_train_on_the_shards(corpus, tmp_path, capsys):
                  "--output", str(prepared)]) == 0
     manifest = json.loads((prepared / "manifest.json").read_text())
     assert len(manifest["shards"]) == 3 and manifest["counts"]["read"] == 1200
+    summary = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("prepared: "))
+    assert "; read 1,200, skipped " in summary and not re.search(r" 0(,|$)", summary), summary  # no zeros
     assert main(["prepare", *files, "--output", str(prepared)]) == 2  # never replaced silently
     assert "already holds a prepared corpus" in capsys.readouterr().err
     # What prepare fixed cannot be changed when training on it.
