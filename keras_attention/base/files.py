@@ -102,6 +102,26 @@ def _alive(pid):
     return True
 
 
+class OutputExistsError(FileExistsError, ValueError):
+    """An output folder that may not be replaced (a `FileExistsError`, and a `ValueError` as other bad arguments)."""
+
+
+def check_replaceable_folder(folder, holds_ours, what, overwrite):
+    """Refuse, in one line, an output `folder` that `folder_replaced_atomically` must not replace: a file, a
+    non-empty folder that `holds_ours(folder)` does not recognise as a `what`, or (without `overwrite`) one
+    it does. A missing or empty folder passes."""
+    if os.path.isfile(folder):
+        raise OutputExistsError(f"{folder} is a file; give a folder for the {what}.")
+    if not os.path.isdir(folder) or not os.listdir(folder):
+        return
+    if not holds_ours(folder):
+        raise OutputExistsError(f"{folder} is not empty and holds no {what}, which is all that overwrite "
+                                "(--overwrite) replaces; choose a new or empty folder.")
+    if not overwrite:
+        raise OutputExistsError(f"{folder} already holds a {what}; choose another folder or pass overwrite=True "
+                                "(--overwrite).")
+
+
 def check_output_file(path):
     """Refuse, in one line and before any work, a file path that cannot be written: a folder, or a path
     whose folder does not exist or is a file."""

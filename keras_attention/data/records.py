@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention.base.corpus_files import sha256_of
-from keras_attention.base.files import folder_replaced_atomically, write_json
+from keras_attention.base.files import check_replaceable_folder, folder_replaced_atomically, write_json
 from keras_attention.base.options import SHARD_SIZE
 from keras_attention.base.validation import check_positive_int
 from keras_attention.data.pipeline import _max_lengths
@@ -191,14 +191,8 @@ def _shuffle_shard(path, seed):
 
 
 def check_output(folder, overwrite=False):
-    """Raise `ValueError` unless `write_prepared_corpus` may write to `folder` (new, empty, or overwritable)."""
-    if os.path.isfile(folder):
-        raise ValueError(f"{folder}: is a file; give a folder for the prepared corpus.")
-    if is_prepared(folder) and not overwrite:
-        raise ValueError(f"{folder}: already holds a prepared corpus; choose another folder or "
-                         "pass overwrite=True (--overwrite).")
-    if os.path.isdir(folder) and os.listdir(folder) and not is_prepared(folder):
-        raise ValueError(f"{folder}: the folder is not empty; give a new or empty folder.")
+    """Raise unless `write_prepared_corpus` may write to `folder` (new, empty, or a corpus to overwrite)."""
+    check_replaceable_folder(folder, is_prepared, "prepared corpus", overwrite)
 
 
 def _vocabulary_entry(folder, name, tokenizer):

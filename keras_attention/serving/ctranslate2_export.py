@@ -37,7 +37,7 @@ import os
 import keras
 import numpy as np
 
-from keras_attention.base.files import folder_replaced_atomically, write_json
+from keras_attention.base.files import check_replaceable_folder, folder_replaced_atomically, write_json
 from keras_attention.base.options import CTRANSLATE2_QUANTIZATIONS
 from keras_attention.data.vocabulary import END, PAD, START, UNK
 from keras_attention.decoding.translator import Translator, quantization_modes
@@ -108,7 +108,7 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(f"`quantization` must be one of {', '.join(QUANTIZATIONS)} or None. "
                          f"Received: quantization={quantization!r}")
-    _check_output(output_dir, overwrite)
+    check_replaceable_folder(output_dir, _holds_an_export, "CTranslate2 export of keras-attention", overwrite)
     spec = transformer_spec(model, translator.source_tokenizer.vocabulary, translator.target_tokenizer.vocabulary)
 
     class _Converter(ctranslate2.converters.Converter):
@@ -122,20 +122,8 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
     return output_dir
 
 
-def _check_output(output_dir, overwrite):
-    """Refuse what `export_ctranslate2` must not replace: a file, a folder of anything but one of its exports,
-    or (without `overwrite`) one of its exports."""
-    if os.path.isfile(output_dir):
-        raise FileExistsError(f"{output_dir} is a file; give a folder for the CTranslate2 model.")
-    if not os.path.isdir(output_dir) or not os.listdir(output_dir):
-        return
-    if not all(os.path.isfile(os.path.join(output_dir, name)) for name in ("model.bin", METADATA_FILE)):
-        raise FileExistsError(f"{output_dir} is not empty and holds no CTranslate2 export of keras-attention "
-                              f"(model.bin and {METADATA_FILE}), which is all that overwrite (--overwrite) replaces; "
-                              "choose a new or empty folder.")
-    if not overwrite:
-        raise FileExistsError(f"{output_dir} already exists; choose another folder or pass overwrite=True "
-                              "(--overwrite on the command line).")
+def _holds_an_export(folder):
+    return all(os.path.isfile(os.path.join(folder, name)) for name in ("model.bin", METADATA_FILE))
 
 
 def _write_metadata(folder, translator, model, quantization):

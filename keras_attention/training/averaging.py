@@ -20,7 +20,8 @@ import zipfile
 import h5py
 import numpy as np
 
-from keras_attention.base.files import folder_replaced_atomically, read_translator_config, replaced_atomically
+from keras_attention.base.files import (check_replaceable_folder, folder_replaced_atomically, read_translator_config,
+                                        replaced_atomically)
 
 WEIGHTS_IN_KERAS_FILE = "model.weights.h5"
 
@@ -97,7 +98,13 @@ def average_translator(translator_dir, paths, output_dir, overwrite=False):
     source = os.path.join(translator_dir, "model.keras")
     if not os.path.exists(source):
         raise FileNotFoundError(f"No translator model at {source!r}. Received: translator_dir={translator_dir!r}")
-    _check_translator_output(output_dir, overwrite, translator_dir)
+    ours = {"translator.json", "model.keras", *os.listdir(translator_dir)}  # what this command writes there
+
+    def holds_a_translator(folder):  # and nothing else, which replacing it would delete
+        names = set(os.listdir(folder))
+        return "translator.json" in names and names <= ours
+
+    check_replaceable_folder(output_dir, holds_a_translator, "translator", overwrite)
     # Before writing anything: checkpoints that do not fit the model leave `output_dir` as it was.
     members = _keras_members_with(source, average_weights(paths))
     with folder_replaced_atomically(output_dir) as staging:  # the whole translator, or nothing
@@ -106,23 +113,6 @@ def average_translator(translator_dir, paths, output_dir, overwrite=False):
                 shutil.copy(os.path.join(translator_dir, name), os.path.join(staging, name))
         _write_keras_file(members, os.path.join(staging, "model.keras"))
     return output_dir
-
-
-def _check_translator_output(folder, overwrite, translator_dir):
-    """Refuse a file, a folder holding anything but a translator's files, and (without `overwrite`) a translator."""
-    if os.path.isfile(folder):
-        raise ValueError(f"{folder} is a file; give a folder for the averaged translator.")
-    if not os.path.isdir(folder) or not os.listdir(folder):
-        return
-    ours = {"translator.json", "model.keras", *os.listdir(translator_dir)}  # what this command writes there
-    others = sorted(set(os.listdir(folder)) - ours)
-    if others or not os.path.isfile(os.path.join(folder, "translator.json")):
-        found = f" ({', '.join(others[:3])}{', ...' if len(others) > 3 else ''})" if others else ""
-        raise ValueError(f"{folder} holds files that are not a translator's{found}, and overwrite (--overwrite) "
-                         "replaces a translator only; choose a new or empty folder.")
-    if not overwrite:
-        raise ValueError(f"{folder} already holds a translator; choose another folder or pass overwrite=True "
-                         "(--overwrite).")
 
 
 def _check_new(path, overwrite):

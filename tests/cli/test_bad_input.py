@@ -143,7 +143,7 @@ CASES = [
                 *(str(w / "text" / f) for f in ("b.en", "b.de"))],
      "b.de line 2: not valid UTF-8", ["text", "run"]),
     ("prepare into a busy folder", lambda w: ["prepare", "--dataset", "dates", "--output", str(w / "busy")],
-     "busy: the folder is not empty", ["busy"]),
+     "busy is not empty and holds no prepared corpus", ["busy"]),
     ("average onto a file", lambda w: ["average-checkpoints", str(w / "run" / "translator" / "model.keras"),
                                        "--output", str(w / "avg.weights.h5")],
      "avg.weights.h5 already exists", []),

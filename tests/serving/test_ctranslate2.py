@@ -178,7 +178,7 @@ def test_bad_exports_and_folders(tokenizers, trained, tmp_path):
     translator, folder, _ = trained
     with pytest.raises(ValueError, match="Only Transformer models can be exported to CTranslate2.*Seq2SeqRNN"):
         export_ctranslate2(make_translator(tokenizers, "bahdanau"), str(tmp_path / "rnn"))
-    with pytest.raises(FileExistsError, match="already exists"):
+    with pytest.raises(FileExistsError, match="already holds a CTranslate2 export"):
         export_ctranslate2(translator, folder)
     (tmp_path / "notes.txt").write_text("kept")
     with pytest.raises(FileExistsError, match="notes.txt is a file; give a folder"):
@@ -225,7 +225,7 @@ def test_command_line_export_and_translate(trained, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()[-4:]  # each engine's scores, then sacreBLEU's signature
     assert "BLEU" in lines[0] and lines[1].startswith("sacreBLEU signature") and lines[2:] == lines[:2]
     assert main(["export", str(root / "translator"), "--format", "ctranslate2", "-o", out]) == 2
-    assert "already exists" in capsys.readouterr().err
+    assert "already holds a CTranslate2 export" in capsys.readouterr().err
     # --overwrite replaces an export, and only an export: never a run or translator folder (the source, here).
     assert main(["export", str(root / "translator"), "--format", "ctranslate2", "-o", out, "--overwrite",
                  "--quantization", "int8"]) == 0
